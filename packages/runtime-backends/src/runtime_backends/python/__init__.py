@@ -1,0 +1,1 @@
+"""PYTHON backend: numpy interpreter of the kernel IR (the reference semantics)."""

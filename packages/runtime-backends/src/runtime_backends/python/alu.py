@@ -1,0 +1,97 @@
+"""numpy implementations of the IR's ALU ops and casts, exactly as ``runtime_core.ir`` defines them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from runtime_core.dtype import DType, dtypes
+from runtime_core.ir import Ops
+
+__all__ = ["alu", "cast", "bitcast"]
+
+_LOW_PRECISION = (dtypes.float16, dtypes.bfloat16)
+
+
+def _idiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """C99 6.5.5 division: the quotient truncated toward zero (numpy's // floors)."""
+    q = np.floor_divide(a, b)
+    if np.dtype(q.dtype).kind == "i":
+        fix = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
+        q = q + fix.astype(q.dtype)
+    return q
+
+
+def _mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """C99 6.5.5 remainder: ``a - (a/b)*b``, so it takes the sign of the dividend."""
+    return np.subtract(a, np.multiply(_idiv(a, b), b))
+
+
+def _float_math(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+    """Half types compute in float32 and round the result once, as the IR says."""
+    def run(x: np.ndarray) -> np.ndarray:
+        dt = np.asarray(x).dtype
+        if dt.itemsize == 2:
+            return fn(np.asarray(x, dtype=np.float32)).astype(dt)
+        return fn(x)
+    return run
+
+
+_BINARY: dict[Ops, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.DIV: np.true_divide, Ops.IDIV: _idiv,
+    Ops.MOD: _mod, Ops.CMPLT: np.less, Ops.CMPNE: np.not_equal, Ops.AND: np.bitwise_and, Ops.OR: np.bitwise_or,
+    Ops.XOR: np.bitwise_xor, Ops.SHL: np.left_shift, Ops.SHR: np.right_shift,
+}
+_UNARY: dict[Ops, Callable[[np.ndarray], np.ndarray]] = {
+    Ops.EXP2: _float_math(np.exp2), Ops.LOG2: _float_math(np.log2), Ops.SIN: _float_math(np.sin),
+    Ops.SQRT: _float_math(np.sqrt), Ops.TRUNC: _float_math(np.trunc),
+    Ops.RECIP: _float_math(lambda x: np.true_divide(np.ones((), x.dtype), x)),
+}
+
+
+def alu(op: Ops, dtype: DType, *srcs: np.ndarray) -> np.ndarray:
+    """Apply ALU ``op`` whose operands have ``dtype`` (for WHERE: the value dtype) to numpy arrays or scalars."""
+    if op is Ops.WHERE:
+        return np.where(srcs[0], srcs[1], srcs[2])
+    if op is Ops.NEG:
+        return np.negative(srcs[0])
+    if op in (Ops.MAX, Ops.MIN):
+        if dtype.is_float:  # IEEE maxNum/minNum: a NaN operand loses to a number
+            return (np.fmax if op is Ops.MAX else np.fmin)(*srcs)
+        return (np.maximum if op is Ops.MAX else np.minimum)(*srcs)
+    if op in _UNARY:
+        return _UNARY[op](srcs[0])
+    if dtype in _LOW_PRECISION and op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.DIV):
+        a, b = (np.asarray(s, dtype=np.float32) for s in srcs)
+        return _BINARY[op](a, b).astype(dtype.np)
+    return _BINARY[op](*srcs)
+
+
+def cast(x: np.ndarray, src: DType, dst: DType) -> np.ndarray:
+    """Convert values as ``Ops.CAST`` defines: float->int truncates, anything->bool is ``!= 0``, others round to even."""
+    x = np.asarray(x)
+    if dst is dtypes.bool:
+        return x != 0
+    if src in _LOW_PRECISION and not dst.is_float:
+        x = x.astype(np.float32)  # exact; avoids relying on ml_dtypes' direct half->int conversions
+    if src is dtypes.float64 and dst is dtypes.bfloat16:
+        return _f64_to_bf16(x)
+    return x.astype(dst.np)
+
+
+def _f64_to_bf16(x: np.ndarray) -> np.ndarray:
+    """float64 -> bfloat16 with one round-to-nearest-even (going through float32 would round twice)."""
+    f32 = x.astype(np.float32)
+    back = f32.astype(np.float64)
+    # nudge ties created by the float32 rounding toward the exact value before the second rounding
+    bits = f32.view(np.uint32)
+    tie = (bits & 0xFFFF) == 0x8000
+    nudge = tie & np.isfinite(x) & (back != x)
+    adjusted = np.where(nudge & (back < x), bits + 1, np.where(nudge & (back > x), bits - 1, bits)).astype(np.uint32)
+    return adjusted.view(np.float32).astype(dtypes.bfloat16.np)
+
+
+def bitcast(x: np.ndarray, dst: DType) -> np.ndarray:
+    """Reinterpret the bits of ``x`` (same itemsize) as ``dst``."""
+    return np.ascontiguousarray(x).view(dst.np)

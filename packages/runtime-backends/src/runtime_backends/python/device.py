@@ -1,0 +1,110 @@
+"""The PYTHON device: the kernel IR interpreted with numpy. Works on any machine; the reference semantics."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from runtime_backends.python.interpreter import run_kernel
+from runtime_core.allocator import LRUAllocator
+from runtime_core.buffer_spec import BufferSpec
+from runtime_core.compiler import CompileError, Compiler
+from runtime_core.device import Compiled
+from runtime_core.ir import IRError, Kernel
+from runtime_core.ir_serial import dumps, loads
+from runtime_core.program import check_launch
+from runtime_core.renderer import Renderer
+
+__all__ = ["PythonDevice", "PythonAllocator", "PythonRenderer", "PythonCompiler", "PythonProgram"]
+
+
+class PythonAllocator(LRUAllocator):
+    """Host memory as numpy ``uint8`` arrays; the opaque handle is the array itself (views share its memory)."""
+
+    def _alloc(self, size: int, spec: BufferSpec) -> np.ndarray:
+        if spec.external_ptr is not None:
+            raise ValueError("the PYTHON device cannot wrap external pointers")
+        return np.zeros(size, dtype=np.uint8)
+
+    def _free(self, opaque: np.ndarray, size: int, spec: BufferSpec) -> None:
+        pass  # numpy releases the memory when the last reference goes
+
+    def _copyin(self, dest: np.ndarray, src: memoryview) -> None:
+        dest[:] = np.frombuffer(src, dtype=np.uint8)
+
+    def _copyout(self, dest: memoryview, src: np.ndarray) -> None:
+        np.frombuffer(dest, dtype=np.uint8)[:] = src
+
+    def _as_buffer(self, src: np.ndarray, size: int) -> memoryview:
+        return memoryview(src[:size])  # type: ignore[arg-type]
+
+    def _offset(self, opaque: np.ndarray, size: int, offset: int) -> np.ndarray:
+        return opaque[offset:offset + size]
+
+    def _transfer(self, dest: np.ndarray, src: np.ndarray, size: int, src_dev: object, dest_dev: object) -> None:
+        dest[:size] = src[:size]
+
+
+class PythonRenderer(Renderer):
+    """"Renders" a kernel as its IR text (``runtime_core.ir_serial``); supports local memory and every dtype."""
+
+    device = "PYTHON"
+    has_local = True
+    has_shared = True
+    local_max = (1024, 1024, 64)
+    shared_max = 48 * 1024
+
+    def render(self, kernel: Kernel) -> str:
+        self.check(kernel)
+        return dumps(kernel)
+
+
+class PythonCompiler(Compiler):
+    """Checks the IR text: the "binary" is the validated IR itself. Not cached (parsing is cheaper than a lookup)."""
+
+    def __init__(self) -> None:
+        super().__init__(cachekey=None)
+
+    def compile(self, src: str) -> bytes:
+        try:
+            loads(src)
+        except IRError as e:
+            raise CompileError(f"invalid kernel IR: {e}", source=src) from e
+        return src.encode()
+
+
+class PythonProgram:
+    """A kernel run by the numpy interpreter; follows the ``runtime_core.program.Program`` protocol."""
+
+    def __init__(self, name: str, lib: bytes) -> None:
+        self.kernel = loads(lib)
+        if self.kernel.name != name:
+            raise CompileError(f"program {name!r} not found; the IR defines {self.kernel.name!r}")
+        self.name = name
+
+    def __call__(self, *bufs: np.ndarray, global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),
+                 vals: Sequence[int] = (), wait: bool = False) -> float | None:
+        gs, ls = check_launch(self.name, bufs, vals, len(self.kernel.buffers), len(self.kernel.vars), global_size,
+                              local_size)
+        for u, b in zip(self.kernel.buffers, bufs):
+            if not isinstance(b, np.ndarray) or b.dtype != np.uint8:
+                raise TypeError(f"kernel {self.name!r}: buffer {u.arg} is not a PYTHON device buffer handle")
+            if b.nbytes % u.dtype.itemsize:
+                raise ValueError(f"kernel {self.name!r}: buffer {u.arg} has {b.nbytes} bytes, not a multiple of "
+                                 f"{u.dtype.name}'s {u.dtype.itemsize}")
+        start = time.perf_counter()
+        run_kernel(self.kernel, list(bufs), tuple(vals), gs, ls)
+        return time.perf_counter() - start if wait else None
+
+
+class PythonDevice(Compiled):
+    """Device ``PYTHON``: always available."""
+
+    DEFAULT_PRIORITY = 100
+
+    def __init__(self, device: str) -> None:
+        if device != "PYTHON":
+            raise ValueError(f"the PYTHON backend has a single device, 'PYTHON'; got {device!r}")
+        super().__init__(device, PythonAllocator(), PythonRenderer(), PythonCompiler(), PythonProgram)

@@ -1,0 +1,198 @@
+"""Allocators: the backend hooks behind :class:`~runtime_core.buffer.Buffer`."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import os
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from runtime_core.buffer_spec import BufferSpec
+
+__all__ = ["Allocator", "LRUAllocator", "MallocAllocator", "DEFAULT_SPEC"]
+
+log = logging.getLogger(__name__)
+DEFAULT_SPEC = BufferSpec()
+
+
+def _normalize(spec: BufferSpec | None) -> BufferSpec:
+    if spec is None:
+        return DEFAULT_SPEC
+    if not isinstance(spec, BufferSpec):
+        raise TypeError(f"spec must be a BufferSpec or None, got {type(spec).__name__}")
+    return spec
+
+
+def _check_size(size: Any) -> int:
+    if isinstance(size, bool) or not isinstance(size, int):
+        raise TypeError(f"allocation size must be an int number of bytes, got {size!r}")
+    if size <= 0:
+        raise ValueError(f"allocation size must be > 0 bytes, got {size}")
+    return size
+
+
+class Allocator:
+    """Base class of device allocators.
+
+    Public ``alloc``/``free`` validate their arguments and delegate to the backend hooks ``_alloc(size, spec)`` and
+    ``_free(opaque, size, spec)``. Data movement hooks are ``_copyin(dest, src: memoryview)`` and
+    ``_copyout(dest: memoryview, src)``; optional hooks are ``_as_buffer(opaque, size) -> memoryview`` (zero-copy host
+    view of ``size`` bytes),
+    ``_offset(opaque, size, offset) -> opaque`` (sub-buffer views) and ``_transfer(dest, src, size, src_dev, dest_dev)``
+    (device-to-device copies). ``opaque`` is whatever the backend uses as a handle.
+    """
+
+    def alloc(self, size: int, spec: BufferSpec | None = None) -> Any:
+        """Allocate ``size`` bytes. Raises ``ValueError`` for size <= 0, ``MemoryError`` when the device is out of memory."""
+        return self._alloc(_check_size(size), _normalize(spec))
+
+    def free(self, opaque: Any, size: int, spec: BufferSpec | None = None) -> None:
+        """Release memory returned by :meth:`alloc` with the same ``size`` (bytes) and ``spec``."""
+        self._free(opaque, _check_size(size), _normalize(spec))
+
+    def supports(self, hook: str) -> bool:
+        """Whether the backend implements the optional hook named ``hook`` (``"_as_buffer"``, ``"_offset"``, ``"_transfer"``)."""
+        return getattr(type(self), hook, None) is not getattr(Allocator, hook, None)
+
+    # backend hooks
+    def _alloc(self, size: int, spec: BufferSpec) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must implement _alloc")
+
+    def _free(self, opaque: Any, size: int, spec: BufferSpec) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement _free")
+
+    def _copyin(self, dest: Any, src: memoryview) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement _copyin")
+
+    def _copyout(self, dest: memoryview, src: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement _copyout")
+
+    def _as_buffer(self, src: Any, size: int) -> memoryview:
+        raise NotImplementedError(f"{type(self).__name__} has no zero-copy host view")
+
+    def _offset(self, opaque: Any, size: int, offset: int) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} does not support buffer views")
+
+    def _transfer(self, dest: Any, src: Any, size: int, src_dev: Any, dest_dev: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__} does not support device-to-device transfer")
+
+
+class LRUAllocator(Allocator):
+    """An allocator that keeps freed buffers for reuse by a later allocation of the same size and spec.
+
+    The cache is keyed by ``(size, spec)``; ``None`` and ``BufferSpec()`` are the same key. At most ``max_cached_bytes``
+    bytes are kept (env ``RUNTIME_LRU_MAX_BYTES``, default 1 GiB); a free beyond that releases the memory at once.
+    Specs with ``nolru`` or ``external_ptr`` are never cached. When ``_alloc`` raises ``MemoryError`` the cache is emptied
+    and the allocation retried once.
+    """
+
+    def __init__(self, max_cached_bytes: int | None = None) -> None:
+        if max_cached_bytes is None:
+            max_cached_bytes = int(os.environ.get("RUNTIME_LRU_MAX_BYTES", str(1 << 30)))
+        if max_cached_bytes < 0:
+            raise ValueError(f"max_cached_bytes must be >= 0, got {max_cached_bytes}")
+        self.max_cached_bytes = max_cached_bytes
+        self.cached_bytes = 0
+        self.cache: defaultdict[tuple[int, BufferSpec], list[Any]] = defaultdict(list)
+
+    def alloc(self, size: int, spec: BufferSpec | None = None) -> Any:
+        size, spec = _check_size(size), _normalize(spec)
+        if (entries := self.cache.get((size, spec))):
+            self.cached_bytes -= size
+            opaque = entries.pop()
+            if not entries:
+                del self.cache[(size, spec)]
+            return opaque
+        try:
+            return self._alloc(size, spec)
+        except MemoryError:
+            log.info("out of memory allocating %d bytes; freeing %d cached bytes and retrying", size, self.cached_bytes)
+            self.free_cache()
+            return self._alloc(size, spec)
+
+    def free(self, opaque: Any, size: int, spec: BufferSpec | None = None) -> None:
+        size, spec = _check_size(size), _normalize(spec)
+        if spec.nolru or spec.external_ptr is not None or self.cached_bytes + size > self.max_cached_bytes:
+            self._free(opaque, size, spec)
+            return
+        self.cache[(size, spec)].append(opaque)
+        self.cached_bytes += size
+
+    def free_cache(self) -> None:
+        """Release every cached buffer to the backend."""
+        for (size, spec), opaques in self.cache.items():
+            for opaque in opaques:
+                self._free(opaque, size, spec)
+        self.cache.clear()
+        self.cached_bytes = 0
+
+
+class _Libc:
+    def __init__(self) -> None:
+        lib = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        self.posix_memalign = lib.posix_memalign
+        self.posix_memalign.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_size_t]
+        self.posix_memalign.restype = ctypes.c_int
+        self.free = lib.free
+        self.free.argtypes = [ctypes.c_void_p]
+        self.free.restype = None
+
+
+_libc: _Libc | None = None
+
+
+def _get_libc() -> _Libc:
+    global _libc
+    if _libc is None:
+        _libc = _Libc()
+    return _libc
+
+
+class MallocAllocator(LRUAllocator):
+    """Host memory from ``posix_memalign``, aligned to ``alignment`` bytes (default 64, a cache line).
+
+    The opaque handle is the address as an ``int``. Supports zero-copy ``_as_buffer`` and ``_offset`` views.
+    ``BufferSpec.external_ptr`` wraps caller-owned memory at that address without allocating or freeing it.
+    """
+
+    def __init__(self, alignment: int = 64, max_cached_bytes: int | None = None) -> None:
+        if alignment <= 0 or alignment & (alignment - 1):
+            raise ValueError(f"alignment must be a power of two, got {alignment}")
+        super().__init__(max_cached_bytes)
+        self.alignment = alignment
+
+    def _alloc(self, size: int, spec: BufferSpec) -> int:
+        if spec.external_ptr is not None:
+            return spec.external_ptr
+        ptr = ctypes.c_void_p()
+        err = _get_libc().posix_memalign(ctypes.byref(ptr), self.alignment, size)
+        if err != 0 or not ptr.value:
+            raise MemoryError(f"posix_memalign of {size} bytes failed: {os.strerror(err)}")
+        return ptr.value
+
+    def _free(self, opaque: int, size: int, spec: BufferSpec) -> None:
+        if spec.external_ptr is None:
+            _get_libc().free(opaque)
+
+    def _as_buffer(self, src: int, size: int) -> memoryview:
+        return memoryview((ctypes.c_uint8 * size).from_address(src)).cast("B")
+
+    def _copyin(self, dest: int, src: memoryview) -> None:
+        ctypes.memmove(dest, _address(src), src.nbytes)
+
+    def _copyout(self, dest: memoryview, src: int) -> None:
+        ctypes.memmove(_address(dest), src, dest.nbytes)
+
+    def _offset(self, opaque: int, size: int, offset: int) -> int:
+        return opaque + offset
+
+
+def _address(mv: memoryview) -> int:
+    """Address of the first byte of a C-contiguous memoryview (read-only ones included)."""
+    if not mv.c_contiguous:
+        raise ValueError("memoryview must be C-contiguous")
+    return int(np.frombuffer(mv, dtype=np.uint8).ctypes.data)

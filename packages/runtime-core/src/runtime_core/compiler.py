@@ -1,0 +1,121 @@
+"""Compilers and the on-disk compile cache."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import sqlite3
+from pathlib import Path
+
+import platformdirs
+
+__all__ = ["Compiler", "CompileError", "cache_path", "cache_enabled"]
+
+log = logging.getLogger(__name__)
+
+CACHE_ENV = "RUNTIME_CACHE_DB"
+DISABLE_ENV = "RUNTIME_DISABLE_COMPILE_CACHE"
+_SCHEMA_VERSION = 1
+
+
+class CompileError(RuntimeError):
+    """A program failed to compile or load.
+
+    Attributes:
+        stderr: what the compiler printed on its error stream ("" when not applicable).
+        source: the source that failed ("" when not applicable).
+    """
+
+    def __init__(self, message: str, *, stderr: str = "", source: str = "") -> None:
+        detail = f"{message}\n--- compiler output ---\n{stderr.rstrip()}" if stderr.strip() else message
+        super().__init__(detail)
+        self.stderr, self.source = stderr, source
+
+
+def cache_path() -> Path:
+    """Path of the sqlite3 compile cache: ``$RUNTIME_CACHE_DB`` or ``<user cache dir>/runtime-core/compile_cache.db``."""
+    if env := os.environ.get(CACHE_ENV):
+        return Path(env)
+    return Path(platformdirs.user_cache_dir("runtime-core")) / "compile_cache.db"
+
+
+def cache_enabled() -> bool:
+    """False when ``RUNTIME_DISABLE_COMPILE_CACHE`` is set to a non-empty value other than ``0``."""
+    return os.environ.get(DISABLE_ENV, "0") in ("", "0")
+
+
+class Compiler:
+    """Turns rendered source into a binary a backend's runtime can load.
+
+    Subclasses implement :meth:`compile` and :meth:`identity`. :meth:`compile_cached` memoizes ``compile`` in a sqlite3
+    database shared by all processes of the user; the key is a sha256 of ``cachekey``, :meth:`identity` (compiler path,
+    version, flags and target) and the source. A missing, locked, corrupt or unreadable cache is logged and bypassed
+    (the source is compiled), never fatal. ``cachekey=None`` disables caching for this compiler.
+    """
+
+    def __init__(self, cachekey: str | None = None) -> None:
+        self.cachekey = cachekey
+
+    def compile(self, src: str) -> bytes:
+        """Compile ``src``; raise :class:`CompileError` with the compiler's output on failure."""
+        raise NotImplementedError(f"{type(self).__name__} must implement compile")
+
+    def identity(self) -> str:
+        """Everything besides the source that determines the output: compiler, version, flags, target."""
+        return type(self).__qualname__
+
+    def cache_key(self, src: str) -> str:
+        """Hex sha256 key of ``src`` under this compiler's identity."""
+        h = hashlib.sha256()
+        for part in (str(_SCHEMA_VERSION), self.cachekey or "", self.identity(), src):
+            h.update(part.encode())
+            h.update(b"\0")
+        return h.hexdigest()
+
+    def compile_cached(self, src: str) -> bytes:
+        """Like :meth:`compile`, served from the on-disk cache when an intact entry exists."""
+        if self.cachekey is None or not cache_enabled():
+            return self.compile(src)
+        key = self.cache_key(src)
+        if (lib := _cache_get(key)) is not None:
+            return lib
+        lib = self.compile(src)
+        _cache_put(key, lib)
+        return lib
+
+
+def _connect() -> sqlite3.Connection:
+    path = cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+    with contextlib.suppress(sqlite3.OperationalError):  # WAL is an optimisation; some filesystems refuse it
+        conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE IF NOT EXISTS compiled (key TEXT PRIMARY KEY, digest TEXT NOT NULL, lib BLOB NOT NULL)")
+    return conn
+
+
+def _cache_get(key: str) -> bytes | None:
+    try:
+        with contextlib.closing(_connect()) as conn:
+            row = conn.execute("SELECT digest, lib FROM compiled WHERE key = ?", (key,)).fetchone()
+    except (sqlite3.Error, OSError) as e:
+        log.warning("compile cache %s unreadable (%s); compiling without it", cache_path(), e)
+        return None
+    if row is None:
+        return None
+    digest, lib = row
+    if hashlib.sha256(lib).hexdigest() != digest:
+        log.warning("compile cache entry %s is corrupt; recompiling", key[:12])
+        return None
+    return bytes(lib)
+
+
+def _cache_put(key: str, lib: bytes) -> None:
+    try:
+        with contextlib.closing(_connect()) as conn:
+            conn.execute("INSERT OR REPLACE INTO compiled (key, digest, lib) VALUES (?, ?, ?)",
+                         (key, hashlib.sha256(lib).hexdigest(), lib))
+    except (sqlite3.Error, OSError) as e:
+        log.warning("compile cache %s not writable (%s); result not cached", cache_path(), e)
