@@ -1,0 +1,24 @@
+"""mock_gpu: a CUDA driver API emulator that executes PTX on the CPU.
+
+``mock_gpu.driver`` has the functions, types and result conventions of ``cuda.bindings.driver``; a CUDA backend
+that takes its driver module from here (``MOCKGPU=1``) runs without a GPU, with every device memory access checked.
+Configuration is read from the environment at cuInit (:mod:`mock_gpu.config`).
+"""
+
+from __future__ import annotations
+
+from . import driver
+from ._driver_core import set_system
+from .config import ConfigError, MockConfig, load_config
+from .errors import REPORTS, last_error_report
+
+__all__ = ["ConfigError", "MockConfig", "driver", "last_error_report", "load_config", "reset"]
+
+
+def reset() -> None:
+    """Drop the emulated system (all devices, contexts, memory) and the last error report, as if the process had
+    never called cuInit; the next cuInit reads the environment again. For tests that need another configuration;
+    the real driver has no equivalent. Handles from before the reset become invalid (CUDA_ERROR_NOT_INITIALIZED
+    until cuInit, then CUDA_ERROR_INVALID_HANDLE)."""
+    set_system(None)
+    REPORTS.clear()

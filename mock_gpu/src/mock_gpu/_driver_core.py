@@ -1,0 +1,102 @@
+"""Plumbing shared by the driver API modules: the process's emulated system, the result-tuple convention, contexts.
+
+cuda-python's driver functions return a tuple ``(CUresult, *outputs)``; on failure the outputs are ``None``
+(e.g. ``cuMemAlloc`` -> ``(CUDA_ERROR_OUT_OF_MEMORY, None)``). :func:`api` gives an implementation function that
+convention: it returns its outputs as a tuple, or raises :class:`~mock_gpu.errors.DriverError`.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ._driver_state import Context, Stream, System
+from ._types import CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, CUresult
+from .errors import REPORTS, DriverError, error
+
+_holder_lock = threading.Lock()
+_system: System | None = None
+
+
+def set_system(system: System | None) -> None:
+    """Install the system created by cuInit (or drop it: :func:`mock_gpu.reset`)."""
+    global _system
+    with _holder_lock:
+        _system = system
+
+
+def get_system_or_none() -> System | None:
+    return _system
+
+
+def system() -> System:
+    """The initialized system; CUDA_ERROR_NOT_INITIALIZED before cuInit (CUDA driver API, cuInit)."""
+    sys_ = _system
+    if sys_ is None:
+        raise error("CUDA_ERROR_NOT_INITIALIZED", "cuInit(0) has not been called in this process")
+    return sys_
+
+
+def api(outputs: int) -> Callable[[Callable[..., tuple]], Callable[..., tuple]]:
+    """Decorate a driver function returning ``outputs`` values so that it returns ``(CUresult, *values)``.
+
+    Calls are serialized by the system lock (the driver API is thread-safe). A DriverError becomes its result code
+    followed by ``outputs`` Nones, with its report logged and kept for :func:`mock_gpu.last_error_report`.
+    """
+
+    def wrap(fn: Callable[..., tuple]) -> Callable[..., tuple]:
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> tuple:
+            sys_ = _system
+            try:
+                if sys_ is None:
+                    values = fn(*args, **kwargs)
+                else:
+                    with sys_.lock:
+                        values = fn(*args, **kwargs)
+            except DriverError as exc:
+                REPORTS.record(exc, fn.__name__)
+                return (exc.result, *([None] * outputs))
+            return (CUresult.CUDA_SUCCESS, *values)
+
+        return call
+
+    return wrap
+
+
+def current_ctx(*, check_sticky: bool = True) -> Context:
+    """This thread's current context; CUDA_ERROR_INVALID_CONTEXT if none, its sticky error if it was poisoned."""
+    stack = system().ctx_stack
+    if not stack:
+        raise error("CUDA_ERROR_INVALID_CONTEXT", "no current context on this thread: call cuCtxSetCurrent with a "
+                    "context from cuDevicePrimaryCtxRetain or cuCtxCreate first")
+    ctx = stack[-1]
+    if check_sticky:
+        raise_if_sticky(ctx)
+    return ctx
+
+
+def raise_if_sticky(ctx: Context) -> None:
+    """Re-raise the error that poisoned ``ctx`` (a real GPU context stays unusable after a fault in a kernel)."""
+    if ctx.sticky is not None:
+        raise DriverError(ctx.sticky.result, "the context is unusable after an earlier error (sticky, as on a real "
+                          f"GPU; destroy or reset it): {ctx.sticky.report}")
+
+
+def resolve_stream(handle: Any) -> Stream:
+    """The stream for ``handle``: NULL, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD mean the current context's default.
+
+    Raises CUDA_ERROR_INVALID_HANDLE for an unknown handle and the context's sticky error if it was poisoned.
+    """
+    sys_ = system()
+    value = 0 if handle is None else int(handle)
+    if value in (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD):
+        ctx = current_ctx()
+        if ctx.default_stream is None:
+            ctx.default_stream = Stream(0, ctx, 0)
+        return ctx.default_stream
+    stream = sys_.lookup(value, Stream, "stream")
+    raise_if_sticky(stream.ctx)
+    return stream

@@ -1,0 +1,128 @@
+"""Streams and events (CUDA driver API, "Stream Management" and "Event Management").
+
+Work runs when it is enqueued, so when a call that enqueues work returns, that work is done: streams are always
+idle, cuStreamWaitEvent has nothing to wait for, and an event records ``time.perf_counter()`` at cuEventRecord,
+which is the moment the stream reaches it. Elapsed times between events therefore measure the emulated work
+between them, in milliseconds as cuEventElapsedTime specifies.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ._driver_core import api, current_ctx, resolve_stream, system
+from ._driver_state import Event, Stream
+from ._types import CUevent, CUevent_flags, CUstream, CUstream_flags
+from .errors import error
+
+_STREAM_FLAGS = int(CUstream_flags.CU_STREAM_NON_BLOCKING)
+_EVENT_FLAGS = (int(CUevent_flags.CU_EVENT_BLOCKING_SYNC) | int(CUevent_flags.CU_EVENT_DISABLE_TIMING)
+                | int(CUevent_flags.CU_EVENT_INTERPROCESS))
+
+
+@api(1)
+def cuStreamCreate(Flags: int) -> tuple:  # noqa: N803
+    """cuStreamCreate(Flags) -> (CUresult, CUstream); Flags: CU_STREAM_DEFAULT or CU_STREAM_NON_BLOCKING."""
+    ctx = current_ctx()
+    if int(Flags) & ~_STREAM_FLAGS:
+        raise error("CUDA_ERROR_INVALID_VALUE", f"cuStreamCreate Flags {int(Flags):#x} has unknown bits")
+    sys_ = system()
+    stream = sys_.register(Stream(sys_.new_handle(), ctx, int(Flags)))
+    return (CUstream(stream.handle),)
+
+
+@api(0)
+def cuStreamDestroy(hStream: Any) -> tuple:  # noqa: N803
+    """cuStreamDestroy(hStream): destroy a stream from cuStreamCreate (its work is already complete)."""
+    sys_ = system()
+    stream = sys_.lookup(hStream, Stream, "stream")
+    del sys_.objects[stream.handle]
+    return ()
+
+
+@api(0)
+def cuStreamSynchronize(hStream: Any) -> tuple:  # noqa: N803
+    """cuStreamSynchronize(hStream): returns at once, or the context's sticky error after a kernel fault."""
+    resolve_stream(hStream)
+    return ()
+
+
+@api(0)
+def cuStreamQuery(hStream: Any) -> tuple:  # noqa: N803
+    """cuStreamQuery(hStream): CUDA_SUCCESS (never CUDA_ERROR_NOT_READY: enqueued work is already done)."""
+    resolve_stream(hStream)
+    return ()
+
+
+@api(0)
+def cuStreamWaitEvent(hStream: Any, hEvent: Any, Flags: int) -> tuple:  # noqa: N803
+    """cuStreamWaitEvent(hStream, hEvent, Flags): order later work after the event; recorded work is complete, so
+    only the handles are checked (the event may belong to another context, as for cross-device synchronization)."""
+    resolve_stream(hStream)
+    system().lookup(hEvent, Event, "event")
+    return ()
+
+
+@api(1)
+def cuEventCreate(Flags: int) -> tuple:  # noqa: N803
+    """cuEventCreate(Flags) -> (CUresult, CUevent); Flags: CU_EVENT_DEFAULT / BLOCKING_SYNC / DISABLE_TIMING."""
+    ctx = current_ctx()
+    if int(Flags) & ~_EVENT_FLAGS:
+        raise error("CUDA_ERROR_INVALID_VALUE", f"cuEventCreate Flags {int(Flags):#x} has unknown bits")
+    sys_ = system()
+    event = sys_.register(Event(sys_.new_handle(), ctx, int(Flags)))
+    return (CUevent(event.handle),)
+
+
+@api(0)
+def cuEventRecord(hEvent: Any, hStream: Any) -> tuple:  # noqa: N803
+    """cuEventRecord(hEvent, hStream): the stream reaches the event now; its timestamp is taken."""
+    event = system().lookup(hEvent, Event, "event")
+    resolve_stream(hStream)
+    event.timestamp = time.perf_counter()
+    return ()
+
+
+@api(0)
+def cuEventSynchronize(hEvent: Any) -> tuple:  # noqa: N803
+    """cuEventSynchronize(hEvent): returns at once (the recorded work is complete) or the sticky error."""
+    event = system().lookup(hEvent, Event, "event")
+    if event.ctx.sticky is not None:
+        raise error(event.ctx.sticky.result.name, f"unusable context: {event.ctx.sticky.report}")
+    return ()
+
+
+@api(0)
+def cuEventQuery(hEvent: Any) -> tuple:  # noqa: N803
+    """cuEventQuery(hEvent): CUDA_SUCCESS (recorded work is complete; an unrecorded event also reports success)."""
+    system().lookup(hEvent, Event, "event")
+    return ()
+
+
+@api(1)
+def cuEventElapsedTime(hStart: Any, hEnd: Any) -> tuple:  # noqa: N803
+    """cuEventElapsedTime(hStart, hEnd) -> (CUresult, float): milliseconds between two recorded events.
+
+    CUDA_ERROR_INVALID_HANDLE if either was not recorded or was created with CU_EVENT_DISABLE_TIMING (CUDA driver
+    API, cuEventElapsedTime).
+    """
+    sys_ = system()
+    start, end = sys_.lookup(hStart, Event, "start event"), sys_.lookup(hEnd, Event, "end event")
+    stamps: list[float] = []
+    for ev, name in ((start, "start"), (end, "end")):
+        if ev.flags & int(CUevent_flags.CU_EVENT_DISABLE_TIMING):
+            raise error("CUDA_ERROR_INVALID_HANDLE", f"the {name} event was created with CU_EVENT_DISABLE_TIMING")
+        if ev.timestamp is None:
+            raise error("CUDA_ERROR_INVALID_HANDLE", f"the {name} event has not been recorded")
+        stamps.append(ev.timestamp)
+    return (float((stamps[1] - stamps[0]) * 1e3),)
+
+
+@api(0)
+def cuEventDestroy(hEvent: Any) -> tuple:  # noqa: N803
+    """cuEventDestroy(hEvent): destroy an event."""
+    sys_ = system()
+    event = sys_.lookup(hEvent, Event, "event")
+    del sys_.objects[event.handle]
+    return ()

@@ -1,0 +1,115 @@
+"""Configuration of the emulated system, read from the environment when ``cuInit`` runs.
+
+=================  ==========================================================  ===========
+variable           meaning                                                     default
+=================  ==========================================================  ===========
+MOCKGPU_DEVICES    number of emulated devices (1..64)                          1
+MOCKGPU_ARCH       compute capability: ``sm_80``, ``80``, ``8.0`` or ``sm_90a`` ``sm_90``
+MOCKGPU_MEMORY     bytes of device memory per device; ``16GiB``, ``512MB``,     ``16GiB``
+                   ``1e9``, ``4096`` (memory is backed lazily, so a large
+                   capacity costs nothing until written)
+=================  ==========================================================  ===========
+
+The per-architecture limits (SM count, shared memory per block with opt-in, threads per SM) are the published
+values of the CUDA C++ Programming Guide, "Compute Capabilities" table, for the reference part of each generation.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+class ConfigError(ValueError):
+    """An environment variable of the emulator has an invalid value; the message names it and the accepted forms."""
+
+
+@dataclass(frozen=True)
+class ArchInfo:
+    """Limits of one compute capability (CUDA C++ Programming Guide, "Compute Capabilities", table 21/22).
+
+    ``sm_count``: multiprocessors of the reference part (e.g. 132 for H100 SXM); ``smem_optin``: bytes of shared
+    memory one block may use after cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES); ``smem_per_sm``: bytes per
+    multiprocessor; ``threads_per_sm``: resident threads per multiprocessor; ``name``: the reported device name.
+    """
+
+    major: int
+    minor: int
+    sm_count: int
+    smem_optin: int
+    smem_per_sm: int
+    threads_per_sm: int
+    name: str
+
+
+ARCHES: dict[tuple[int, int], ArchInfo] = {
+    (7, 0): ArchInfo(7, 0, 80, 98304, 98304, 2048, "Tesla V100-SXM2-16GB"),
+    (7, 5): ArchInfo(7, 5, 40, 65536, 65536, 1024, "Tesla T4"),
+    (8, 0): ArchInfo(8, 0, 108, 166912, 167936, 2048, "NVIDIA A100-SXM4-40GB"),
+    (8, 6): ArchInfo(8, 6, 84, 101376, 102400, 1536, "NVIDIA GeForce RTX 3090"),
+    (8, 9): ArchInfo(8, 9, 128, 101376, 102400, 1536, "NVIDIA GeForce RTX 4090"),
+    (9, 0): ArchInfo(9, 0, 132, 232448, 233472, 2048, "NVIDIA H100 80GB HBM3"),
+}
+
+_SUFFIXES = {"": 1, "B": 1, "K": 1000, "KB": 1000, "M": 1000**2, "MB": 1000**2, "G": 1000**3, "GB": 1000**3,
+             "T": 1000**4, "TB": 1000**4, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40}
+MAX_DEVICES = 64
+DEFAULT_MEMORY = 16 << 30
+
+
+@dataclass(frozen=True)
+class MockConfig:
+    """The emulated system: ``devices`` identical devices of architecture ``arch`` with ``memory`` bytes each."""
+
+    devices: int
+    arch: ArchInfo
+    memory: int
+
+
+def parse_arch(text: str) -> ArchInfo:
+    """Parse ``sm_80`` / ``sm_90a`` / ``80`` / ``8.0`` into the :class:`ArchInfo` of that compute capability.
+
+    Raises ConfigError for a malformed value or a capability without a table entry (the message lists the known ones).
+    """
+    m = re.fullmatch(r"(?:sm_|compute_)?(\d+)(?:\.(\d))?a?", text.strip().lower())
+    if m is None:
+        raise ConfigError(f"MOCKGPU_ARCH={text!r} is not a compute capability; use e.g. sm_90, 90 or 9.0")
+    major, minor = (int(m.group(1)), int(m.group(2))) if m.group(2) else divmod(int(m.group(1)), 10)
+    if (major, minor) not in ARCHES:
+        known = ", ".join(f"sm_{a}{b}" for a, b in ARCHES)
+        raise ConfigError(f"MOCKGPU_ARCH={text!r} (compute capability {major}.{minor}) is not emulated; use one of {known}")
+    return ARCHES[(major, minor)]
+
+
+def parse_size(text: str) -> int:
+    """Parse a byte count such as ``2GiB``, ``512MB``, ``1e9`` or ``4096`` (decimal K/M/G/T, binary KiB/MiB/GiB/TiB).
+
+    Raises ConfigError for a malformed, zero or negative value.
+    """
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?(?:[eE][0-9]+)?)\s*([A-Za-z]*)\s*", text)
+    if m is None or m.group(2).upper() not in _SUFFIXES:
+        raise ConfigError(f"MOCKGPU_MEMORY={text!r} is not a byte count; use e.g. 16GiB, 512MB, 1e9 or 4096")
+    value = int(float(m.group(1)) * _SUFFIXES[m.group(2).upper()])
+    if value <= 0:
+        raise ConfigError(f"MOCKGPU_MEMORY={text!r} must be a positive number of bytes")
+    return value
+
+
+def parse_devices(text: str) -> int:
+    """Parse the device count (an integer in 1..64). Raises ConfigError otherwise."""
+    if not re.fullmatch(r"\s*\d+\s*", text) or not 1 <= int(text) <= MAX_DEVICES:
+        raise ConfigError(f"MOCKGPU_DEVICES={text!r} must be an integer from 1 to {MAX_DEVICES}")
+    return int(text)
+
+
+def load_config(environ: Mapping[str, str] | None = None) -> MockConfig:
+    """Read MOCKGPU_DEVICES, MOCKGPU_ARCH and MOCKGPU_MEMORY from ``environ`` (default ``os.environ``).
+
+    Raises ConfigError naming the first invalid variable.
+    """
+    env = os.environ if environ is None else environ
+    return MockConfig(devices=parse_devices(env.get("MOCKGPU_DEVICES", "1")),
+                      arch=parse_arch(env.get("MOCKGPU_ARCH", "sm_90")),
+                      memory=parse_size(env.get("MOCKGPU_MEMORY", str(DEFAULT_MEMORY))))

@@ -1,0 +1,152 @@
+"""PTX arithmetic, logic, comparison, conversion and math semantics, vectorized over threads with numpy.
+
+Entry point of the ALU: the interpreter describes one instruction with an :class:`AluSpec`, asks :func:`supports`
+at module load time, and calls :func:`execute` with one 1-D array per source operand (one element per active
+thread). The families live in ``alu_int`` (PTX ISA 9.7.1 integer arithmetic), ``alu_bits`` (9.7.1 bit
+manipulation, 9.7.8 logic and shift, prmt), ``alu_float`` (9.7.3/9.7.4 floating point), ``alu_cmp`` (9.7.6
+comparison and selection, testp) and ``alu_cvt`` (9.7.9.21 cvt); ``alu_fp`` holds the exact-rounding helpers.
+
+Operand and result storage dtypes: u8..u64/b8..b64 -> np.uint8..np.uint64, s8..s64 -> np.int8..np.int64,
+f16 -> np.float16, bf16 -> np.uint16 (raw bits), f32 -> np.float32, f64 -> np.float64, f16x2/bf16x2 -> np.uint32
+(packed raw bits, lower half = element 0), pred -> np.bool_. Exceptions to "result dtype = storage of spec.type":
+mul.wide/mad.wide return the doubled width (mad.wide's c is already wide); popc, clz and bfind return np.uint32;
+setp and testp return np.bool_ (setp returns (p, q) when spec.mods contains the pseudo-modifier "pq", for the
+``setp p|q`` form); set returns its destination type spec.type with spec.stype the compared type; cvt converts
+from spec.stype to spec.type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import alu_bits, alu_cmp, alu_cvt, alu_float, alu_int
+from .alu_types import FLOAT_TYPES, INT_BITS, PACKED_TYPES, storage_dtype
+
+__all__ = ["AluSpec", "UnsupportedInstruction", "execute", "supports"]
+
+
+@dataclass(frozen=True)
+class AluSpec:
+    """One ALU instruction form.
+
+    op: base opcode ("add", "setp", "cvt", ...); type: instruction type ("u32", "f32", "pred", "f16x2", ...);
+    mods: every other dotted modifier ("rn", "ftz", "sat", "lo", "wide", "approx", "f4e", ...);
+    stype: cvt source type, slct/set comparison-operand type; cmp: setp/set comparison operator;
+    boolop: setp/set combination "and"/"or"/"xor" or None.
+    """
+
+    op: str
+    type: str
+    mods: frozenset[str] = field(default_factory=frozenset)
+    stype: str | None = None
+    cmp: str | None = None
+    boolop: str | None = None
+
+
+class UnsupportedInstruction(Exception):
+    """The ALU does not implement this instruction form; the message names it and what is missing."""
+
+
+# ops of the float family that also exist for packed f16x2/bf16x2 (element-wise)
+_PACKED_OPS = {"add", "sub", "mul", "fma", "mad", "neg", "abs", "min", "max", "ex2", "tanh"}
+
+
+def _family(spec: AluSpec):  # -> module with supports/execute, or None
+    if spec.op in alu_cmp.OPS:
+        return alu_cmp
+    if spec.op in alu_cvt.OPS:
+        return alu_cvt
+    if spec.op in alu_bits.OPS:
+        return alu_bits
+    if spec.type in FLOAT_TYPES and spec.op in alu_float.OPS:
+        return alu_float
+    if spec.type in INT_BITS and spec.op in alu_int.OPS:
+        return alu_int
+    return None
+
+
+def _scalar_of_packed(spec: AluSpec) -> AluSpec | None:
+    if spec.type in PACKED_TYPES and spec.op in _PACKED_OPS:
+        return AluSpec(spec.op, PACKED_TYPES[spec.type], spec.mods, spec.stype, spec.cmp, spec.boolop)
+    return None
+
+
+def supports(spec: AluSpec) -> bool:
+    """Whether :func:`execute` implements ``spec``, decided without executing anything (no exceptions)."""
+    scalar = _scalar_of_packed(spec)
+    if scalar is not None:
+        return supports(scalar)
+    family = _family(spec)
+    return family is not None and bool(family.supports(spec))
+
+
+def execute(spec: AluSpec, *operands: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
+    """Compute one instruction for every thread.
+
+    operands: 1-D numpy arrays of equal length in the storage dtype of their PTX type (see the module docstring).
+    Returns an array (or a (p, q) tuple for ``setp`` with "pq") of that length.
+    Raises UnsupportedInstruction when :func:`supports` is false for ``spec``, ValueError when the operand count or
+    shapes do not fit the instruction.
+    """
+    if not supports(spec):
+        raise UnsupportedInstruction(
+            f"unsupported ALU instruction {_describe(spec)}: no implementation for this opcode/type/modifier "
+            "combination; check the PTX ISA form or add it to mock_gpu.ptx.alu")
+    arrays = tuple(np.asarray(o) for o in operands)
+    _check_operands(spec, arrays)
+    scalar = _scalar_of_packed(spec)
+    if scalar is not None:
+        return _packed(scalar, arrays)
+    family = _family(spec)
+    return family.execute(spec, arrays)  # type: ignore[union-attr]
+
+
+def _packed(scalar: AluSpec, arrays: tuple[np.ndarray, ...]) -> np.ndarray:
+    """Element-wise f16x2/bf16x2: run the scalar op on the low and the high halves (PTX ISA 9.7.4)."""
+    dt = storage_dtype(scalar.type)
+    halves = []
+    for shift in (0, 16):
+        parts = tuple(((a.astype(np.uint32) >> np.uint32(shift)) & np.uint32(0xFFFF)).astype(np.uint16).view(dt)
+                      for a in arrays)
+        out = alu_float.execute(scalar, parts)
+        halves.append(np.asarray(out).view(np.uint16).astype(np.uint32))
+    return halves[0] | (halves[1] << np.uint32(16))
+
+
+_ARITY = {"add": 2, "sub": 2, "mul": 2, "mad": 3, "fma": 3, "mul24": 2, "mad24": 3, "sad": 3, "div": 2, "rem": 2,
+          "abs": 1, "neg": 1, "min": 2, "max": 2, "copysign": 2, "and": 2, "or": 2, "xor": 2, "not": 1, "cnot": 1,
+          "shl": 2, "shr": 2, "bfe": 3, "bfi": 4, "prmt": 3, "popc": 1, "clz": 1, "brev": 1, "bfind": 1, "selp": 3,
+          "slct": 3, "setp": 2, "set": 2, "testp": 1, "ex2": 1, "lg2": 1, "sin": 1, "cos": 1, "sqrt": 1,
+          "rsqrt": 1, "rcp": 1, "tanh": 1}
+
+
+def _expected_arity(spec: AluSpec) -> int:
+    if spec.op == "cvt":
+        return 2 if spec.type in PACKED_TYPES else 1
+    return _ARITY[spec.op] + (1 if spec.op in ("setp", "set") and spec.boolop else 0)
+
+
+def _check_operands(spec: AluSpec, arrays: tuple[np.ndarray, ...]) -> None:
+    want = _expected_arity(spec)
+    if len(arrays) != want:
+        raise ValueError(f"{_describe(spec)} takes {want} source operands, got {len(arrays)}; pass one array per "
+                         "source operand (setp/set with .and/.or/.xor take the predicate c last)")
+    shapes = {a.shape for a in arrays}
+    if len(shapes) != 1 or any(a.ndim != 1 for a in arrays):
+        raise ValueError(f"{_describe(spec)} needs 1-D operand arrays of one length (one element per thread), got "
+                         f"shapes {[a.shape for a in arrays]}")
+
+
+def _describe(spec: AluSpec) -> str:
+    parts = [spec.op]
+    if spec.cmp:
+        parts.append(spec.cmp)
+    if spec.boolop:
+        parts.append(spec.boolop)
+    parts += sorted(spec.mods)
+    parts.append(spec.type)
+    if spec.stype:
+        parts.append(spec.stype)
+    return ".".join(parts)

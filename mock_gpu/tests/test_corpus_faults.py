@@ -1,0 +1,103 @@
+"""Planted faults: each gives the CUresult a real GPU gives and a report naming kernel, thread and address."""
+
+from __future__ import annotations
+
+import ctypes
+import re
+
+import numpy as np
+from test_driver_support import (  # noqa: F401  (ctx, make_system are fixtures)
+    I32,
+    PTR,
+    check,
+    compile_cuda,
+    ctx,
+    from_device,
+    launch,
+    load,
+    make_system,
+    report,
+    to_device,
+)
+
+from mock_gpu import driver as cu
+
+R = cu.CUresult
+STORE = r'''extern "C" __global__ void fill(float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) out[i] = (float)i; }'''
+
+
+def test_out_of_bounds_store_is_illegal_address_and_sticky(ctx) -> None:  # noqa: F811
+    _, (fn,) = load(STORE, "fill")
+    out = check(cu.cuMemAlloc(100 * 4))
+    assert launch(fn, (1, 1, 1), (128, 1, 1), [(out, PTR), (101, I32)]) == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
+    text = report()
+    assert "fill" in text and "out-of-bounds" in text
+    assert f"{int(out) + 400:#x}" in text  # thread 100 stores one float past the 400-byte buffer
+    assert re.search(r"thread\D*100\b", text), text
+    # sticky: every later call on the context fails the same way, until the primary context is reset
+    assert cu.cuMemAlloc(16) == (R.CUDA_ERROR_ILLEGAL_ADDRESS, None)
+    assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
+    assert cu.cuStreamSynchronize(None) == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
+    check(cu.cuDevicePrimaryCtxReset(0))
+    check(cu.cuMemAlloc(16))
+
+
+def test_use_after_free_is_illegal_address(ctx) -> None:  # noqa: F811
+    _, (fn,) = load(STORE, "fill")
+    out = check(cu.cuMemAlloc(64 * 4))
+    check(cu.cuMemFree(out))
+    assert launch(fn, (1, 1, 1), (64, 1, 1), [(out, PTR), (64, I32)]) == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
+    text = report()
+    assert "fill" in text and "free" in text and f"{int(out):#x}" in text
+
+
+def test_divergent_barrier_is_launch_failure(ctx) -> None:  # noqa: F811
+    src = r'''extern "C" __global__ void split(int* out) {
+        if (threadIdx.x < 16) { __syncthreads(); out[threadIdx.x] = 1; }
+        else { out[threadIdx.x] = 2; __syncthreads(); } }'''
+    _, (fn,) = load(src, "split")
+    out = to_device(np.zeros(64, np.int32))
+    assert launch(fn, (1, 1, 1), (64, 1, 1), [(out, PTR)]) == (R.CUDA_ERROR_LAUNCH_FAILED,)
+    text = report()
+    assert "barrier" in text and "split" in text
+    assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_LAUNCH_FAILED,)
+
+
+def test_launch_of_unloaded_module_is_invalid_handle(ctx) -> None:  # noqa: F811
+    module, (fn,) = load(STORE, "fill")
+    out = check(cu.cuMemAlloc(64 * 4))
+    check(cu.cuModuleUnload(module))
+    assert launch(fn, (1, 1, 1), (64, 1, 1), [(out, PTR), (64, I32)]) == (R.CUDA_ERROR_INVALID_HANDLE,)
+    check(cu.cuMemAlloc(16))  # not sticky
+
+
+def test_bad_launches_are_invalid_value_and_run_nothing(ctx) -> None:  # noqa: F811
+    _, (fn,) = load(STORE, "fill")
+    out = to_device(np.full(64, -1.0, np.float32))
+    assert launch(fn, (1, 1, 1), (64, 1, 1), [(out, PTR)]) == (R.CUDA_ERROR_INVALID_VALUE,)  # one param missing
+    assert "takes 2 parameters" in report()
+    assert launch(fn, (1, 1, 1), (64, 1, 1), [(out, PTR), (64, ctypes.c_uint64)]) == (R.CUDA_ERROR_INVALID_VALUE,)
+    assert launch(fn, (1, 1, 1), (1025, 1, 1), [(out, PTR), (64, I32)]) == (R.CUDA_ERROR_INVALID_VALUE,)
+    assert launch(fn, (1, 1, 1), (8, 8, 65), [(out, PTR), (64, I32)]) == (R.CUDA_ERROR_INVALID_VALUE,)
+    assert launch(fn, (0, 1, 1), (64, 1, 1), [(out, PTR), (64, I32)]) == (R.CUDA_ERROR_INVALID_VALUE,)
+    np.testing.assert_array_equal(from_device(out, 64, np.float32), -1.0)
+
+
+def test_invalid_ptx_reports_line_and_text(ctx) -> None:  # noqa: F811
+    ptx = compile_cuda(STORE).replace(b"st.global.f32", b"frobnicate.global.f32")
+    assert cu.cuModuleLoadData(ptx) == (R.CUDA_ERROR_INVALID_PTX, None)
+    text = report()
+    line = next(i for i, src_line in enumerate(ptx.decode().splitlines(), 1) if "frobnicate" in src_line)
+    assert f"line {line}" in text and "frobnicate" in text
+
+
+def test_cubin_image_is_invalid_image(ctx) -> None:  # noqa: F811
+    assert cu.cuModuleLoadData(b"\x7fELF\x02\x01\x01" + bytes(64)) == (R.CUDA_ERROR_INVALID_IMAGE, None)
+
+
+def test_out_of_memory_with_small_mockgpu_memory(make_system) -> None:  # noqa: F811
+    make_system(memory="64KiB")
+    check(cu.cuMemAlloc(48 * 1024))
+    assert cu.cuMemAlloc(32 * 1024) == (R.CUDA_ERROR_OUT_OF_MEMORY, None)
+    assert "65536" in report()

@@ -1,0 +1,125 @@
+"""Shared helpers of the driver and corpus tests (imported by them; holds no tests): a fresh emulated system per
+test configured through the environment, `check` for result tuples, NVRTC compilation and kernel launching."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import glob
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+import mock_gpu
+from mock_gpu import driver as cu
+
+
+def check(result: tuple) -> Any:
+    """Assert the call succeeded and return its single output (or the tuple of outputs)."""
+    err, *out = result
+    assert err == cu.CUresult.CUDA_SUCCESS, f"{err!r}: {mock_gpu.last_error_report()}"
+    return out[0] if len(out) == 1 else tuple(out) if out else None
+
+
+def report() -> str:
+    """The report of the last failed driver call (asserting there is one)."""
+    text = mock_gpu.last_error_report()
+    assert text is not None, "no driver call has failed"
+    return text
+
+
+@pytest.fixture
+def make_system(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Any]]:
+    """Start a fresh system with the given MOCKGPU_* variables; returns the current (primary) context of device 0."""
+
+    def start(**env: str) -> Any:
+        for name in ("MOCKGPU_DEVICES", "MOCKGPU_ARCH", "MOCKGPU_MEMORY"):
+            monkeypatch.delenv(name, raising=False)
+        for key, value in env.items():
+            monkeypatch.setenv(f"MOCKGPU_{key.upper()}", value)
+        mock_gpu.reset()
+        check(cu.cuInit(0))
+        ctx = check(cu.cuDevicePrimaryCtxRetain(check(cu.cuDeviceGet(0))))
+        check(cu.cuCtxSetCurrent(ctx))
+        return ctx
+
+    yield start
+    mock_gpu.reset()
+
+
+@pytest.fixture
+def ctx(make_system: Callable[..., Any]) -> Any:
+    """A default system (1 device, sm_90, 16 GiB) with device 0's primary context current."""
+    return make_system()
+
+
+def cuda_include_dir() -> str | None:
+    """A directory holding cuda_fp16.h (CUDA_HOME/CUDA_PATH, /usr/local/cuda*), or None."""
+    roots = [os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", ""), *sorted(glob.glob("/usr/local/cuda*"))]
+    for root in roots:
+        if root and os.path.exists(os.path.join(root, "include", "cuda_fp16.h")):
+            return os.path.join(root, "include")
+    return None
+
+
+@functools.cache
+def compile_cuda(src: str, includes: bool = False) -> bytes:
+    """PTX of CUDA C ``src`` from NVRTC for compute_90 (skips the test when NVRTC or needed headers are missing)."""
+    nvrtc = pytest.importorskip("cuda.bindings.nvrtc", reason="NVRTC (cuda-python) is not installed")
+    opts = [b"--gpu-architecture=compute_90", b"-default-device"]
+    if includes:
+        inc = cuda_include_dir()
+        if inc is None:
+            pytest.skip("cuda_fp16.h not found (set CUDA_HOME to a CUDA toolkit with headers)")
+        opts.append(f"-I{inc}".encode())
+    err, prog = nvrtc.nvrtcCreateProgram(src.encode(), b"k.cu", 0, [], [])
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        pytest.skip(f"NVRTC unusable: {err!r}")
+    (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+        log = b" " * size
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        raise RuntimeError(f"NVRTC failed to compile the test kernel: {log.decode(errors='replace')}")
+    _, size = nvrtc.nvrtcGetPTXSize(prog)
+    ptx = b" " * size
+    nvrtc.nvrtcGetPTX(prog, ptx)
+    return ptx
+
+
+def load(src: str, *names: str, includes: bool = False) -> tuple[Any, list[Any]]:
+    """Load CUDA C ``src`` as a module in the current context; returns (module, [functions named ``names``])."""
+    module = check(cu.cuModuleLoadData(compile_cuda(src, includes)))
+    return module, [check(cu.cuModuleGetFunction(module, n.encode())) for n in names]
+
+
+def to_device(array: np.ndarray) -> Any:
+    """A device copy of ``array``."""
+    ptr = check(cu.cuMemAlloc(max(array.nbytes, 1)))
+    check(cu.cuMemcpyHtoD(ptr, np.ascontiguousarray(array), array.nbytes))
+    return ptr
+
+
+def from_device(ptr: Any, shape: Sequence[int] | int, dtype: Any) -> np.ndarray:
+    """Copy a device buffer back as a numpy array of ``shape`` and ``dtype``."""
+    out = np.zeros(shape, dtype)
+    check(cu.cuMemcpyDtoH(out, ptr, out.nbytes))
+    return out
+
+
+def launch(fn: Any, grid: Sequence[int], block: Sequence[int], args: Sequence[tuple[Any, Any]], smem: int = 0,
+           stream: Any = None) -> tuple:
+    """cuLaunchKernel with cuda-python's (values, types) kernelParams; ``args``: (value, ctype or None) pairs.
+
+    Returns the raw result tuple, so callers can check error codes.
+    """
+    values = tuple(v for v, _ in args)
+    types = tuple(t for _, t in args)
+    return cu.cuLaunchKernel(fn, *grid, *block, smem, stream, (values, types), 0)
+
+
+PTR = None  # the kernelParams type of a CUdeviceptr argument (passed by reference, as cuda-python does)
+I32, U32, U64, F32, F64 = ctypes.c_int, ctypes.c_uint, ctypes.c_uint64, ctypes.c_float, ctypes.c_double
