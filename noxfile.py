@@ -51,6 +51,26 @@ def tests_mockgpu(session: nox.Session) -> None:
 
 
 @nox.session
+def bench(session: nox.Session) -> None:
+    """The main job: benchmark suites on every available backend, then the regression report against this machine's
+    baseline (reports/report.md, .html, .json). Exit 1 on a real regression.
+
+    `nox -s bench -- --save-baseline` also stores this run as the machine's baseline; arguments after `--` go to
+    `python -m harness bench` (see its --help), e.g. `nox -s bench -- -- --backends CPU`.
+    """
+    require_c_compiler(session)
+    install_packages(session, *TEST_DEPS, *NVRTC_DEPS, "numba")
+    session.run("python", "-m", "harness", "bench", *session.posargs)
+
+
+@nox.session
+def report(session: nox.Session) -> None:
+    """`python -m harness report` on saved runs: `nox -s report -- --current A.json --baseline B.json`."""
+    install_packages(session)
+    session.run("python", "-m", "harness", "report", *session.posargs)
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff over the whole tree."""
     session.install("ruff>=0.4")

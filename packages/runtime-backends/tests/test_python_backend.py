@@ -142,3 +142,10 @@ def test_wrong_buffer_or_val_count_fails_before_running():
 def test_compiler_rejects_invalid_ir_text():
     with pytest.raises(CompileError, match="invalid kernel IR"):
         Device["PYTHON"].compiler.compile('{"format": "runtime-ir/1"}')
+
+
+def test_wide_integers_to_bfloat16_round_once():
+    # 2**24 + 2**16 + 1 lies just above the tie between bfloat16 neighbours 2**24 and 2**24 + 2**17: it rounds up
+    x = np.array([2**24 + 2**16 + 1, -(2**24 + 2**16 + 1), 257, 383, 2**63 - 1], np.int64)
+    out = run(cast_kernel(dtypes.int64, dtypes.bfloat16, 5), np.zeros(5, ml_dtypes.bfloat16), x)[0]
+    assert out.astype(np.float64).tolist() == [2**24 + 2**17, -(2**24 + 2**17), 256, 384, 2.0**63]

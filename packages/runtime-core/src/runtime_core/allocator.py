@@ -6,6 +6,7 @@ import ctypes
 import ctypes.util
 import logging
 import os
+import sys
 from collections import defaultdict
 from typing import Any
 
@@ -17,6 +18,10 @@ __all__ = ["Allocator", "LRUAllocator", "MallocAllocator", "DEFAULT_SPEC"]
 
 log = logging.getLogger(__name__)
 DEFAULT_SPEC = BufferSpec()
+MAX_ALLOC_BYTES = sys.maxsize
+"""Largest size any allocation may request (``ssize_t`` max): larger sizes cannot exist in an address space and would
+wrap when passed to C as ``size_t``."""
+LRU_ENV = "RUNTIME_LRU_MAX_BYTES"
 
 
 def _normalize(spec: BufferSpec | None) -> BufferSpec:
@@ -32,7 +37,25 @@ def _check_size(size: Any) -> int:
         raise TypeError(f"allocation size must be an int number of bytes, got {size!r}")
     if size <= 0:
         raise ValueError(f"allocation size must be > 0 bytes, got {size}")
+    if size > MAX_ALLOC_BYTES:
+        raise ValueError(f"allocation size {size} bytes exceeds the largest possible allocation ({MAX_ALLOC_BYTES} "
+                         f"bytes); check the element count and dtype")
     return size
+
+
+def _check_opaque(opaque: Any) -> Any:
+    if opaque is None:
+        raise ValueError("cannot free None: pass the handle that alloc() returned")
+    return opaque
+
+
+def _env_max_cached_bytes() -> int:
+    text = os.environ.get(LRU_ENV, str(1 << 30))
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"${LRU_ENV}={text!r} is not an int number of bytes; set it to e.g. 1073741824 or unset "
+                         f"it") from None
 
 
 class Allocator:
@@ -47,12 +70,14 @@ class Allocator:
     """
 
     def alloc(self, size: int, spec: BufferSpec | None = None) -> Any:
-        """Allocate ``size`` bytes. Raises ``ValueError`` for size <= 0, ``MemoryError`` when the device is out of memory."""
+        """Allocate ``size`` bytes. Raises ``TypeError`` for a non-int size or a spec that is not a ``BufferSpec``,
+        ``ValueError`` for size <= 0 or > ``MAX_ALLOC_BYTES``, ``MemoryError`` when the device is out of memory."""
         return self._alloc(_check_size(size), _normalize(spec))
 
     def free(self, opaque: Any, size: int, spec: BufferSpec | None = None) -> None:
-        """Release memory returned by :meth:`alloc` with the same ``size`` (bytes) and ``spec``."""
-        self._free(opaque, _check_size(size), _normalize(spec))
+        """Release memory returned by :meth:`alloc` with the same ``size`` (bytes) and ``spec``; ``ValueError`` for
+        ``opaque=None``."""
+        self._free(_check_opaque(opaque), _check_size(size), _normalize(spec))
 
     def supports(self, hook: str) -> bool:
         """Whether the backend implements the optional hook named ``hook`` (``"_as_buffer"``, ``"_offset"``, ``"_transfer"``)."""
@@ -87,23 +112,30 @@ class LRUAllocator(Allocator):
     The cache is keyed by ``(size, spec)``; ``None`` and ``BufferSpec()`` are the same key. At most ``max_cached_bytes``
     bytes are kept (env ``RUNTIME_LRU_MAX_BYTES``, default 1 GiB); a free beyond that releases the memory at once.
     Specs with ``nolru`` or ``external_ptr`` are never cached. When ``_alloc`` raises ``MemoryError`` the cache is emptied
-    and the allocation retried once.
+    and the allocation retried once. Freeing a handle that is already in the cache (a double free) raises
+    ``ValueError``; a double free under another size or spec cannot be detected.
+
+    Raises (construction): ``TypeError``/``ValueError`` for a bound that is not an int >= 0 (also from the env var).
     """
 
     def __init__(self, max_cached_bytes: int | None = None) -> None:
         if max_cached_bytes is None:
-            max_cached_bytes = int(os.environ.get("RUNTIME_LRU_MAX_BYTES", str(1 << 30)))
+            max_cached_bytes = _env_max_cached_bytes()
+        if isinstance(max_cached_bytes, bool) or not isinstance(max_cached_bytes, int):
+            raise TypeError(f"max_cached_bytes must be an int number of bytes, got {max_cached_bytes!r}")
         if max_cached_bytes < 0:
             raise ValueError(f"max_cached_bytes must be >= 0, got {max_cached_bytes}")
         self.max_cached_bytes = max_cached_bytes
         self.cached_bytes = 0
         self.cache: defaultdict[tuple[int, BufferSpec], list[Any]] = defaultdict(list)
+        self._cached_handles: set[tuple[str, Any]] = set()
 
     def alloc(self, size: int, spec: BufferSpec | None = None) -> Any:
         size, spec = _check_size(size), _normalize(spec)
         if (entries := self.cache.get((size, spec))):
             self.cached_bytes -= size
             opaque = entries.pop()
+            self._cached_handles.discard(_handle_key(opaque))
             if not entries:
                 del self.cache[(size, spec)]
             return opaque
@@ -115,20 +147,39 @@ class LRUAllocator(Allocator):
             return self._alloc(size, spec)
 
     def free(self, opaque: Any, size: int, spec: BufferSpec | None = None) -> None:
-        size, spec = _check_size(size), _normalize(spec)
+        opaque, size, spec = _check_opaque(opaque), _check_size(size), _normalize(spec)
+        if _handle_key(opaque) in self._cached_handles:
+            raise ValueError(f"double free: handle {opaque!r} was already freed and is in the allocator's cache")
         if spec.nolru or spec.external_ptr is not None or self.cached_bytes + size > self.max_cached_bytes:
             self._free(opaque, size, spec)
             return
         self.cache[(size, spec)].append(opaque)
+        self._cached_handles.add(_handle_key(opaque))
         self.cached_bytes += size
 
     def free_cache(self) -> None:
-        """Release every cached buffer to the backend."""
-        for (size, spec), opaques in self.cache.items():
-            for opaque in opaques:
-                self._free(opaque, size, spec)
-        self.cache.clear()
-        self.cached_bytes = 0
+        """Release every cached buffer to the backend.
+
+        Each handle leaves the cache before it is released, so if the backend's ``_free`` raises, the cache still holds
+        exactly the handles not yet released; the one whose release failed is dropped (never handed out again).
+        """
+        while self.cache:
+            (size, spec), opaques = next(iter(self.cache.items()))
+            opaque = opaques.pop()
+            if not opaques:
+                del self.cache[(size, spec)]
+            self._cached_handles.discard(_handle_key(opaque))
+            self.cached_bytes -= size
+            self._free(opaque, size, spec)
+
+
+def _handle_key(opaque: Any) -> tuple[str, Any]:
+    """Identity of a handle: by value when hashable (int addresses), else by object identity (numpy arrays)."""
+    try:
+        hash(opaque)
+    except TypeError:
+        return ("id", id(opaque))
+    return ("value", opaque)
 
 
 class _Libc:
@@ -160,8 +211,8 @@ class MallocAllocator(LRUAllocator):
     """
 
     def __init__(self, alignment: int = 64, max_cached_bytes: int | None = None) -> None:
-        if alignment <= 0 or alignment & (alignment - 1):
-            raise ValueError(f"alignment must be a power of two, got {alignment}")
+        if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
+            raise ValueError(f"alignment must be an int number of bytes that is a power of two, got {alignment!r}")
         super().__init__(max_cached_bytes)
         self.alignment = alignment
 

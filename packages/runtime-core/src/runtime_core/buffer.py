@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime_core.allocator import Allocator
+from runtime_core.allocator import Allocator, _normalize
 from runtime_core.buffer_spec import BufferSpec
 from runtime_core.device import Device
 from runtime_core.dtype import DType, dtypes
@@ -14,16 +14,32 @@ from runtime_core.dtype import DType, dtypes
 __all__ = ["Buffer"]
 
 
-def _byteview(data: Any) -> memoryview:
-    """A flat byte view of bytes, bytearray, memoryview or a C-contiguous numpy array."""
+def _byteview(data: Any, dtype: DType, what: str) -> memoryview:
+    """A flat byte view of bytes-like ``data`` or of a numpy array of ``dtype`` (or uint8, taken as raw bytes).
+
+    Non-contiguous numpy sources are copied; a non-contiguous memoryview is refused (``ValueError``).
+    """
     if isinstance(data, np.ndarray):
+        if data.dtype != dtype.np and data.dtype != np.uint8:
+            raise ValueError(f"{what}: numpy array has dtype {data.dtype}, the buffer holds {dtype.name}; convert it "
+                             f"with .astype({dtype.np}) (or pass raw bytes as uint8)")
         if not data.flags.c_contiguous:
             data = np.ascontiguousarray(data)
         return memoryview(data.reshape(-1).view(np.uint8))
-    mv = memoryview(data)
+    try:
+        mv = memoryview(data)
+    except TypeError:
+        raise TypeError(f"{what}: expected bytes, bytearray, memoryview or a numpy array, got "
+                        f"{type(data).__name__}") from None
     if not mv.c_contiguous:
-        raise ValueError("host data must be C-contiguous")
+        raise ValueError(f"{what}: host memory must be C-contiguous (use numpy.ascontiguousarray)")
     return mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
+
+
+def _check_dtype(dtype: Any) -> DType:
+    if not isinstance(dtype, DType):
+        raise TypeError(f"dtype must be a DType (e.g. dtypes.float32), got {dtype!r}")
+    return dtype
 
 
 class Buffer:
@@ -31,20 +47,21 @@ class Buffer:
 
     A buffer is created unallocated; :meth:`allocate` gets memory from the device's allocator, :meth:`deallocate` returns
     it. :meth:`view` makes a buffer over a byte range of this one that shares its memory. Copies check sizes and raise
-    ``ValueError`` naming both sizes; using an unallocated or deallocated buffer raises ``RuntimeError``.
+    ``ValueError`` naming both sizes; using an unallocated or deallocated buffer raises ``RuntimeError``, and so does
+    using a view whose base buffer was deallocated since the view was allocated (its memory may be gone), even if the
+    base was allocated again: call the view's :meth:`allocate` to attach it to the base's new memory.
     """
 
     def __init__(self, device: str, size: int, dtype: DType, spec: BufferSpec | None = None, *,
                  base: Buffer | None = None, offset: int = 0) -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
             raise ValueError(f"buffer size must be a positive int number of elements, got {size!r}")
-        if not isinstance(dtype, DType):
-            raise TypeError(f"dtype must be a DType (e.g. dtypes.float32), got {dtype!r}")
-        self.device, self.size, self.dtype = Device.canonicalize(device), size, dtype
-        self.spec = spec if spec is not None else BufferSpec()
+        self.device, self.size, self.dtype = Device.canonicalize(device), size, _check_dtype(dtype)
+        self.spec = _normalize(spec)
         self.base, self.offset = base, offset
         self._opaque: Any = None
         self._freed = False
+        self._generation = 0  # a root buffer counts its allocations; a view remembers the one it was attached to
 
     def __repr__(self) -> str:
         state = "allocated" if self.is_allocated else ("freed" if self._freed else "unallocated")
@@ -62,7 +79,7 @@ class Buffer:
     @property
     def is_allocated(self) -> bool:
         if self.base is not None:
-            return self._opaque is not None and self.base.is_allocated
+            return self._opaque is not None and self.base.is_allocated and self._generation == self.base._generation
         return self._opaque is not None
 
     @property
@@ -76,9 +93,12 @@ class Buffer:
         if self.is_allocated:
             raise RuntimeError(f"{self!r} is already allocated")
         if self.base is not None:
-            self._opaque = self._view_opaque()
+            if opaque is not None:
+                raise ValueError(f"{self!r} is a view: it takes its memory from its base buffer, not an opaque handle")
+            self._opaque, self._generation = self._view_opaque(), self.base._generation
         else:
             self._opaque = opaque if opaque is not None else self.allocator.alloc(self.nbytes, self.spec)
+            self._generation += 1
         self._freed = False
         return self
 
@@ -92,8 +112,13 @@ class Buffer:
     def view(self, size: int, dtype: DType, offset: int) -> Buffer:
         """A buffer of ``size`` elements of ``dtype`` starting ``offset`` bytes into this one, sharing its memory.
 
-        Raises ``ValueError`` if the range does not fit inside this buffer.
+        Raises ``ValueError`` if the range does not fit inside this buffer, ``TypeError`` for a dtype that is not a
+        ``DType``. The offset need not be a multiple of ``dtype.itemsize`` (raw byte views); kernels on devices that
+        require aligned accesses (CUDA) fail on a misaligned view.
         """
+        _check_dtype(dtype)
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise ValueError(f"view size must be a positive int number of elements, got {size!r}")
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"view offset must be an int >= 0 bytes, got {offset!r}")
         if offset + size * dtype.itemsize > self.nbytes:
@@ -115,23 +140,37 @@ class Buffer:
 
     def _require_allocated(self, what: str) -> None:
         if not self.is_allocated:
-            why = "it was deallocated" if self._freed or (self.base is not None and self.base._freed) else \
-                "it is not allocated"
-            raise RuntimeError(f"cannot {what} {self!r}: {why}")
+            raise RuntimeError(f"cannot {what} {self!r}: {self._why_unallocated()}")
+
+    def _why_unallocated(self) -> str:
+        base = self.base
+        if base is not None and self._opaque is not None and base.is_allocated:
+            return "its base buffer was deallocated and allocated again since the view was made; call allocate() on " \
+                   "the view to attach it to the new memory"
+        if self._freed or (base is not None and base._freed):
+            return "it was deallocated"
+        return "it is not allocated"
 
     def copyin(self, data: Any) -> Buffer:
         """Copy host ``data`` (bytes-like or numpy array) of exactly :attr:`nbytes` bytes into the buffer."""
         self._require_allocated("copy into")
-        src = _byteview(data)
+        src = _byteview(data, self.dtype, "copyin")
         if src.nbytes != self.nbytes:
             raise ValueError(f"copyin size mismatch: buffer holds {self.nbytes} bytes, host data has {src.nbytes} bytes")
         self.allocator._copyin(self._opaque, src)
         return self
 
     def copyout(self, dest: Any) -> memoryview:
-        """Copy the buffer into writable host ``dest`` of exactly :attr:`nbytes` bytes; returns ``dest`` as bytes view."""
+        """Copy the buffer into writable host ``dest`` of exactly :attr:`nbytes` bytes; returns ``dest`` as bytes view.
+
+        ``dest`` is bytearray, a writable memoryview or a C-contiguous numpy array of the buffer's dtype (or uint8);
+        ``ValueError`` for a read-only, non-contiguous or wrongly sized destination (nothing is written then).
+        """
         self._require_allocated("copy out of")
-        dst = _byteview(dest)
+        if isinstance(dest, np.ndarray) and not dest.flags.c_contiguous:
+            raise ValueError("copyout destination must be C-contiguous (a non-contiguous array would receive a copy, "
+                             "not the data); copy into numpy.empty(...) and assign from it")
+        dst = _byteview(dest, self.dtype, "copyout")
         if dst.readonly:
             raise ValueError("copyout destination is read-only")
         if dst.nbytes != self.nbytes:
@@ -170,6 +209,8 @@ class Buffer:
     def copy_from(self, src: Buffer) -> Buffer:
         """Copy ``src`` (same byte size, any device) into this buffer: device-to-device when both are on one backend
         whose allocator has ``_transfer``, else through host memory."""
+        if not isinstance(src, Buffer):
+            raise TypeError(f"copy_from takes a Buffer, got {type(src).__name__}; use copyin for host data")
         if src.nbytes != self.nbytes:
             raise ValueError(f"copy size mismatch: destination holds {self.nbytes} bytes, source {src.nbytes} bytes")
         self._require_allocated("copy into")

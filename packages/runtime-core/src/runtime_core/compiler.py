@@ -75,7 +75,12 @@ class Compiler:
         return h.hexdigest()
 
     def compile_cached(self, src: str) -> bytes:
-        """Like :meth:`compile`, served from the on-disk cache when an intact entry exists."""
+        """Like :meth:`compile`, served from the on-disk cache when an intact entry exists.
+
+        Raises ``TypeError`` when ``src`` is not a ``str``, and whatever :meth:`compile` raises (nothing is cached then).
+        """
+        if not isinstance(src, str):
+            raise TypeError(f"source must be a str, got {type(src).__name__}")
         if self.cachekey is None or not cache_enabled():
             return self.compile(src)
         key = self.cache_key(src)
@@ -106,7 +111,7 @@ def _cache_get(key: str) -> bytes | None:
     if row is None:
         return None
     digest, lib = row
-    if hashlib.sha256(lib).hexdigest() != digest:
+    if not isinstance(lib, bytes) or hashlib.sha256(lib).hexdigest() != digest:
         log.warning("compile cache entry %s is corrupt; recompiling", key[:12])
         return None
     return bytes(lib)

@@ -96,16 +96,19 @@ class _DeviceRegistry:
             return False, str(e.__cause__ or e)
 
     def _available_hint(self) -> str:
-        names = [n for n in self.backends() if n in self._opened]
-        return f"opened so far: {', '.join(names) or 'none'}; run `python -m runtime_core` to see every backend's status"
+        opened = sorted(self._opened)
+        return (f"registered backends: {', '.join(sorted(self.backends())) or 'none'}; opened so far: "
+                f"{', '.join(opened) or 'none'}; run `python -m runtime_core` to see every backend's status")
 
     @property
     def DEFAULT(self) -> str:  # noqa: N802 - the field's name for it
-        """The default device: the backend whose env var is set (``CPU=1``, ``CUDA=1``...), else the first that opens.
+        """The default device: the backend whose env var is a non-zero int (``CPU=1``, ``CUDA=1``...), else the first
+        that opens. An env var that is unset, empty or ``0`` requests nothing.
 
-        Raises ``DeviceError`` when two backends are requested at once or none opens.
+        Raises ``DeviceError`` when such an env var is not an int (``CPU=yes``), when two backends are requested at once,
+        or when none opens.
         """
-        requested = [n for n in self.backends() if os.environ.get(n, "0") not in ("", "0")]
+        requested = [n for n in self.backends() if _env_flag(n)]
         if len(requested) > 1:
             raise DeviceError(f"several default devices requested by env: {', '.join(requested)}; set only one")
         if requested:
@@ -129,6 +132,17 @@ class _DeviceRegistry:
             if p is not None:
                 prio.append((p, name))
         return [n for _, n in sorted(prio)]
+
+
+def _env_flag(name: str) -> bool:
+    text = os.environ.get(name, "").strip()
+    if text in ("", "0"):
+        return False
+    try:
+        return int(text) != 0
+    except ValueError:
+        raise DeviceError(f"env {name}={text!r} is not an int: set {name}=1 to make {name} the default device, or "
+                          f"unset it (or set it to 0)") from None
 
 
 Device = _DeviceRegistry()

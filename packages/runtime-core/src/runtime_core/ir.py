@@ -77,6 +77,9 @@ BITWISE = frozenset({Ops.AND, Ops.OR, Ops.XOR})
 COMPARE = frozenset({Ops.CMPLT, Ops.CMPNE})
 NO_VALUE = frozenset({Ops.STORE, Ops.ASSIGN, Ops.ENDRANGE, Ops.ENDIF, Ops.BARRIER, Ops.IF})
 SPECIAL_KINDS = ("group", "local", "lsize", "gsize")
+_NSRC = {Ops.PARAM: (0,), Ops.VAR: (0,), Ops.SPECIAL: (0,), Ops.CONST: (0,), Ops.LOCAL: (0,), Ops.ACC: (1,),
+         Ops.LOAD: (2, 4), Ops.STORE: (3, 4), Ops.ASSIGN: (2,), Ops.RANGE: (2,), Ops.ENDRANGE: (1,),
+         Ops.IF: (1,), Ops.ENDIF: (1,), Ops.BARRIER: (0,), Ops.CAST: (1,), Ops.BITCAST: (1,), Ops.WHERE: (3,)}
 
 
 @dataclass(eq=False)
@@ -109,8 +112,11 @@ class Kernel:
     vars: list[UOp] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.buffers = sorted((u for u in self.ops if u.op is Ops.PARAM), key=lambda u: u.arg)
-        self.vars = [u for u in self.ops if u.op is Ops.VAR]
+        if not isinstance(self.ops, (list, tuple)):
+            raise IRError(f"kernel {self.name!r}: ops must be a list of UOp, got {type(self.ops).__name__}")
+        ops = [u for u in self.ops if isinstance(u, UOp)]  # anything else is reported by validate()
+        self.buffers = sorted((u for u in ops if u.op is Ops.PARAM), key=lambda u: u.arg if _is_int(u.arg) else -1)
+        self.vars = [u for u in ops if u.op is Ops.VAR]
 
     @property
     def uses_local(self) -> bool:
@@ -122,12 +128,18 @@ class Kernel:
         return {u.src[0].arg for u in self.ops if u.op is Ops.STORE and u.src[0].op is Ops.PARAM}
 
 
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
 def _const_ok(value: Any, dtype: DType) -> bool:
     if dtype is dtypes.bool:
         return isinstance(value, bool)
     if dtype.is_int:
-        return isinstance(value, int) and not isinstance(value, bool) and dtype.min <= value <= dtype.max
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+        return _is_int(value) and dtype.min <= value <= dtype.max
+    if _is_int(value):
+        return abs(value) < 2**1024  # convertible to float64 (then rounded to the dtype, overflowing to inf)
+    return isinstance(value, float)
 
 
 class _Validator:
@@ -141,13 +153,12 @@ class _Validator:
         return IRError(f"kernel {self.k.name!r}: op {i} {u.op.name}: {msg}")
 
     def run(self) -> None:
+        name = self.k.name
+        if not isinstance(name, str) or not (name.isidentifier() and name.isascii()):
+            raise IRError(f"kernel name must be an ASCII identifier (it becomes a symbol in compiled code), got {name!r}")
         self.check_shape()
-        slots = sorted(u.arg for u in self.k.buffers)
-        if slots != list(range(len(slots))):
-            raise IRError(f"kernel {self.k.name!r}: PARAM slots must be 0..n-1 without gaps or repeats, got {slots}")
         for i, u in enumerate(self.k.ops):
-            if not isinstance(u, UOp):
-                raise IRError(f"kernel {self.k.name!r}: op {i} is {type(u).__name__}, not a UOp")
+            self.check_structure(i, u)
             for s in u.src:
                 if id(s) not in self.index:
                     raise self.fail(i, u, f"uses {s.op.name} before its definition (or it is not in the kernel)")
@@ -159,12 +170,30 @@ class _Validator:
         if self.scopes:
             raise IRError(f"kernel {self.k.name!r}: {self.scopes[-1].op.name} at op {self.index[id(self.scopes[-1])]} "
                           "is never closed (missing ENDRANGE/ENDIF)")
+        slots = sorted(u.arg for u in self.k.buffers)
+        if slots != list(range(len(slots))):
+            raise IRError(f"kernel {self.k.name!r}: PARAM slots must be 0..n-1 without gaps or repeats, got {slots}")
+        for op, what in ((Ops.VAR, lambda u: u.arg), (Ops.LOCAL, lambda u: u.arg[0])):
+            names = [what(u) for u in self.k.ops if u.op is op]
+            if dups := sorted({n for n in names if names.count(n) > 1}):
+                raise IRError(f"kernel {self.k.name!r}: {op.name} names must be unique, repeated: {dups}")
+
+    def check_structure(self, i: int, u: Any) -> None:
+        """The op is a UOp of a known kind whose sources are a tuple of UOps, and it is not listed twice."""
+        if not isinstance(u, UOp):
+            raise IRError(f"kernel {self.k.name!r}: op {i} is {type(u).__name__}, not a UOp")
+        if not isinstance(u.op, Ops):
+            raise IRError(f"kernel {self.k.name!r}: op {i} has kind {u.op!r}, not a member of Ops")
+        if not isinstance(u.src, tuple) or not all(isinstance(s, UOp) for s in u.src):
+            raise self.fail(i, u, f"src must be a tuple of UOp, got {u.src!r}")
+        if id(u) in self.index:
+            raise self.fail(i, u, f"is the same object as op {self.index[id(u)]}; every op appears once (make a new UOp)")
 
     def check_shape(self) -> None:
         for what in ("global_size", "local_size"):
             size = getattr(self.k, what)
-            if len(size) != 3 or not all(isinstance(s, int) and s >= 1 for s in size):
-                raise IRError(f"kernel {self.k.name!r}: {what} must be 3 positive ints, got {size}")
+            if not isinstance(size, (tuple, list)) or len(size) != 3 or not all(_is_int(s) and s >= 1 for s in size):
+                raise IRError(f"kernel {self.k.name!r}: {what} must be 3 positive ints, got {size!r}")
 
     def track_scope(self, i: int, u: UOp) -> None:
         if u.op in (Ops.RANGE, Ops.IF):
@@ -185,10 +214,7 @@ class _Validator:
 
     def check_op(self, i: int, u: UOp) -> None:
         op, dt, src = u.op, u.dtype, u.src
-        nsrc = {Ops.PARAM: (0,), Ops.VAR: (0,), Ops.SPECIAL: (0,), Ops.CONST: (0,), Ops.LOCAL: (0,), Ops.ACC: (1,),
-                Ops.LOAD: (2, 4), Ops.STORE: (3, 4), Ops.ASSIGN: (2,), Ops.RANGE: (2,), Ops.ENDRANGE: (1,),
-                Ops.IF: (1,), Ops.ENDIF: (1,), Ops.BARRIER: (0,), Ops.CAST: (1,), Ops.BITCAST: (1,), Ops.WHERE: (3,)}
-        expect = nsrc.get(op, (1,) if op in UNARY else (2,))
+        expect = _NSRC.get(op, (1,) if op in UNARY else (2,))
         if len(src) not in expect:
             raise self.fail(i, u, f"takes {' or '.join(map(str, expect))} sources, got {len(src)}")
         if op in NO_VALUE:
@@ -196,9 +222,12 @@ class _Validator:
                 raise self.fail(i, u, f"has no value, so its dtype must be None (got {dt})")
         elif not isinstance(dt, DType):
             raise self.fail(i, u, f"needs a DType, got {dt!r}")
-        for s in src if op not in (Ops.ENDIF, Ops.ENDRANGE) else ():
+        for k, s in enumerate(src if op not in (Ops.ENDIF, Ops.ENDRANGE) else ()):
             if s.op in NO_VALUE:
                 raise self.fail(i, u, f"uses {s.op.name}, which has no value")
+            if self.is_ptr(s) and not (k == 0 and op in (Ops.LOAD, Ops.STORE)):
+                raise self.fail(i, u, f"uses the {s.op.name} pointer (op {self.index[id(s)]}) as source {k}; pointers "
+                                      f"may only be the first source of LOAD/STORE")
         check = getattr(self, f"check_{op.name.lower()}", None)
         if check is not None:
             check(i, u)
@@ -209,7 +238,7 @@ class _Validator:
         return u.op in (Ops.PARAM, Ops.LOCAL)
 
     def check_param(self, i: int, u: UOp) -> None:
-        if not isinstance(u.arg, int) or isinstance(u.arg, bool) or u.arg < 0:
+        if not _is_int(u.arg) or u.arg < 0:
             raise self.fail(i, u, f"slot must be an int >= 0, got {u.arg!r}")
 
     def check_var(self, i: int, u: UOp) -> None:
@@ -217,7 +246,8 @@ class _Validator:
             raise self.fail(i, u, f"a VAR is int32 with an identifier name, got {u.dtype} {u.arg!r}")
 
     def check_special(self, i: int, u: UOp) -> None:
-        ok = isinstance(u.arg, tuple) and len(u.arg) == 2 and u.arg[0] in SPECIAL_KINDS and u.arg[1] in (0, 1, 2)
+        ok = isinstance(u.arg, tuple) and len(u.arg) == 2 and u.arg[0] in SPECIAL_KINDS and _is_int(u.arg[1]) \
+            and u.arg[1] in (0, 1, 2)
         if not ok or u.dtype is not dtypes.int32:
             raise self.fail(i, u, f"arg must be (kind in {SPECIAL_KINDS}, dim 0..2) with dtype int32, got {u.arg!r}")
 
@@ -229,7 +259,7 @@ class _Validator:
         if self.scopes:
             raise self.fail(i, u, "local memory must be declared at kernel scope, not inside a RANGE or IF")
         ok = isinstance(u.arg, tuple) and len(u.arg) == 2 and isinstance(u.arg[0], str) and u.arg[0].isidentifier()
-        if not ok or not isinstance(u.arg[1], int) or u.arg[1] <= 0:
+        if not ok or not _is_int(u.arg[1]) or u.arg[1] <= 0:
             raise self.fail(i, u, f"arg must be (identifier, element count > 0), got {u.arg!r}")
 
     def check_acc(self, i: int, u: UOp) -> None:

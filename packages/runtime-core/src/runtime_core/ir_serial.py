@@ -43,9 +43,12 @@ def dumps(kernel: Kernel) -> str:
 
 
 def loads(text: str | bytes) -> Kernel:
-    """The validated kernel encoded by :func:`dumps`; raises :class:`~runtime_core.ir.IRError` for malformed text."""
+    """The validated kernel encoded by :func:`dumps`; raises :class:`~runtime_core.ir.IRError` for malformed text (bad
+    JSON, wrong types, excessive nesting, an invalid kernel)."""
     try:
         doc = json.loads(text)
+        if not isinstance(doc, dict):
+            raise IRError(f"not a {FORMAT} document: the top level is a JSON {type(doc).__name__}, not an object")
         if doc.get("format") != FORMAT:
             raise IRError(f"not a {FORMAT} document (format={doc.get('format')!r})")
         ops: list[UOp] = []
@@ -59,4 +62,6 @@ def loads(text: str | bytes) -> Kernel:
         raise
     except (ValueError, KeyError, TypeError) as e:
         raise IRError(f"malformed IR document: {type(e).__name__}: {e}") from e
+    except RecursionError:
+        raise IRError("malformed IR document: nested too deeply") from None
     return validate(kernel)

@@ -6,7 +6,8 @@ addresses of host libm functions, which differ per process; ``execmem.Executable
 The compiler is ``$CC`` (default ``clang``; ``CC=gcc`` works too). It is run as
 ``$CC -c -x c <flags> - -o <tmpdir>/kernel.o`` with the source on stdin and these flags:
 
-    -O2 -fPIC -ffreestanding -fno-math-errno -nostdlib -fwrapv -fno-stack-protector -fno-asynchronous-unwind-tables
+    -O2 -fPIC -ffreestanding -fno-math-errno -nostdlib -fwrapv -ffp-contract=off -fno-stack-protector
+    -fno-asynchronous-unwind-tables
     -march=native (x86-64) or -mcpu=native (AArch64, where Clang spells the native CPU option that way)
     -ffixed-x18 on AArch64 (x18 is the platform register on some AArch64 ABIs; kernels must not touch it)
     --target=<machine>-none-unknown-elf with Clang (emit ELF whatever the host's default object format)
@@ -30,8 +31,10 @@ from runtime_core.compiler import CompileError, Compiler
 __all__ = ["ClangCompiler", "CompilerNotFoundError", "host_cpu_identity"]
 
 CC_ENV = "CC"
-_BASE_FLAGS = ("-O2", "-fPIC", "-ffreestanding", "-fno-math-errno", "-nostdlib", "-fwrapv", "-fno-stack-protector",
-               "-fno-asynchronous-unwind-tables")
+COMPILE_TIMEOUT_S = 300
+"""Seconds one compiler run may take before it is killed and ``CompileError`` raised."""
+_BASE_FLAGS = ("-O2", "-fPIC", "-ffreestanding", "-fno-math-errno", "-nostdlib", "-fwrapv", "-ffp-contract=off",
+               "-fno-stack-protector", "-fno-asynchronous-unwind-tables")
 
 
 class CompilerNotFoundError(CompileError):
@@ -115,23 +118,31 @@ class ClangCompiler(Compiler):
 
         Raises:
             CompileError: the compiler exited non-zero (its stderr in ``.stderr`` and the message, ``src`` in
-                ``.source``) or wrote no object.
+                ``.source``) or wrote no object or something that is not ELF (nothing is cached then).
             CompilerNotFoundError: the compiler disappeared since construction.
+            CompileError: the compiler ran longer than ``COMPILE_TIMEOUT_S``.
         """
         with tempfile.TemporaryDirectory(prefix="runtime-cpu-cc-") as tmp:
             out = Path(tmp) / "kernel.o"
             cmd = [self.cc, "-c", "-x", "c", *self.flags, "-", "-o", str(out)]
             try:
-                proc = subprocess.run(cmd, input=src.encode(), capture_output=True)
+                proc = subprocess.run(cmd, input=src.encode(), capture_output=True, timeout=COMPILE_TIMEOUT_S)
             except OSError as e:
                 raise _not_found(self.cc, f"cannot be run ({e})") from e
+            except subprocess.TimeoutExpired as e:
+                raise CompileError(f"{' '.join(cmd)} did not finish within {COMPILE_TIMEOUT_S} s; the compiler hangs "
+                                   f"or the kernel is far too large", source=src) from e
             stderr = proc.stderr.decode(errors="replace")
             if proc.returncode != 0:
                 raise CompileError(f"{' '.join(cmd)} failed with exit status {proc.returncode} "
                                    f"({src.count(chr(10)) + 1} lines of C)", stderr=stderr, source=src)
             if not out.is_file():
                 raise CompileError(f"{' '.join(cmd)} exited 0 but wrote no object file", stderr=stderr, source=src)
-            return out.read_bytes()
+            obj = out.read_bytes()
+            if not obj.startswith(b"\x7fELF"):
+                raise CompileError(f"{' '.join(cmd)} exited 0 but wrote {len(obj)} bytes that are not an ELF object "
+                                   f"(starting {obj[:16]!r}); is ${CC_ENV} a C compiler?", stderr=stderr, source=src)
+            return obj
 
 
 def _not_found(name: str, why: str) -> CompilerNotFoundError:

@@ -52,6 +52,8 @@ __all__ = ["LinkedImage", "RelocatableObject", "Resolver", "Segment", "image_siz
 Resolver = Callable[[str], "int | None"]
 """Maps an undefined symbol name to its absolute address, or None when it is unknown."""
 
+MAX_IMAGE_BYTES = 1 << 30
+"""Largest linked image the loader builds (kernel objects are a few KiB; a larger one is corrupt or hostile)."""
 _STUB_SIZE = 16
 _GOT_ENTRY = 8
 _U64 = (1 << 64) - 1
@@ -182,16 +184,20 @@ class RelocatableObject:
 
     Raises:
         CompileError: not an ELF64 LE ET_REL object, an unsupported machine, thread-local storage, init/fini
-            arrays, REL (implicit addend) relocations for loaded sections, or a malformed file.
+            arrays, REL (implicit addend) relocations for loaded sections, a section aligned beyond ``page_size``,
+            an image larger than ``MAX_IMAGE_BYTES``, or a malformed file (e.g. section data beyond its end).
+        TypeError: ``obj`` is not bytes-like.
     """
 
     def __init__(self, obj: bytes, page_size: int = mmap.PAGESIZE):
         if page_size <= 0 or page_size & (page_size - 1):
             raise ValueError(f"page_size must be a positive power of two, got {page_size}")
         self.page_size = page_size
+        if not isinstance(obj, (bytes, bytearray, memoryview)):
+            raise TypeError(f"the object must be bytes (what the compiler returned), got {type(obj).__name__}")
         try:
-            self._parse(obj)
-        except ELFError as e:
+            self._parse(bytes(obj))
+        except (ELFError, OverflowError, struct.error) as e:  # offsets/sizes beyond the file or beyond 64 bits
             raise CompileError(f"cannot parse the object file ({len(obj)} bytes): {e}") from e
         self._layout()
 
@@ -247,8 +253,14 @@ class RelocatableObject:
                                f"the CPU loader does not do")
         nobits = h["sh_type"] == "SHT_NOBITS"
         region = 2 if nobits else _region_of(sec.name, h["sh_flags"])
-        self._sections.append(_Section(index, sec.name, None if nobits else sec.data(), h["sh_size"],
-                                       max(1, h["sh_addralign"]), region))
+        data = None if nobits else sec.data()
+        if data is not None and len(data) != h["sh_size"]:
+            raise CompileError(f"section {sec.name} claims {h['sh_size']} bytes at file offset {h['sh_offset']}, but "
+                               f"the file holds only {len(data)} of them (truncated or corrupt object)")
+        if h["sh_addralign"] > self.page_size:
+            raise CompileError(f"section {sec.name} asks for {h['sh_addralign']}-byte alignment; the loader aligns "
+                               f"sections to at most a page ({self.page_size} bytes)")
+        self._sections.append(_Section(index, sec.name, data, h["sh_size"], max(1, h["sh_addralign"]), region))
 
     # ---- layout --------------------------------------------------------------------------------------------------
     def _layout(self) -> None:
@@ -282,6 +294,9 @@ class RelocatableObject:
             if pos > start:
                 segments.append(Segment(start, _align(pos, self.page_size) - start, region == 2, region == 0))
         self.size = max(self.page_size, _align(pos, self.page_size))
+        if self.size > MAX_IMAGE_BYTES:
+            raise CompileError(f"the linked image would need {self.size} bytes, more than the loader's limit of "
+                               f"{MAX_IMAGE_BYTES} (corrupt section sizes?)")
         self.alignment = max([self.page_size] + [s.align for s in by_index.values()])
         self._offsets = offsets
         self._got_slots = {k: offsets[("got", 0)] + _GOT_ENTRY * i for i, k in enumerate(got_keys)}

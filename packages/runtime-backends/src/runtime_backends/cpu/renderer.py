@@ -34,16 +34,20 @@ from collections.abc import Callable
 import ml_dtypes
 import numpy as np
 
+from runtime_backends.cpu.execmem import LIBC_WHITELIST, LIBM_WHITELIST
 from runtime_core.dtype import DType, dtypes
 from runtime_core.ir import Kernel, Ops, UOp, validate
 from runtime_core.renderer import Renderer
 
-__all__ = ["CRenderer", "SIGNATURE_MAGIC", "SIGNATURE_SYMBOL"]
+__all__ = ["CRenderer", "MAX_PARAMS", "SIGNATURE_MAGIC", "SIGNATURE_SYMBOL"]
 
 SIGNATURE_SYMBOL = "rtk_signature"
 SIGNATURE_MAGIC = 0x52544B31  # "RTK1": version 1 of this renderer's calling convention
 _INT32_MAX = 2**31 - 1
+MAX_PARAMS = 1024 - 6
+"""Buffers + vals per kernel: ctypes calls take at most 1024 arguments, and 6 of them are the launch shape."""
 _HALF = (dtypes.float16, dtypes.bfloat16)
+_RESERVED = LIBM_WHITELIST | LIBC_WHITELIST  # a kernel of that name would capture the calls to the host function
 _C_KEYWORDS = frozenset(
     "auto break case char const continue default do double else enum extern float for goto if inline int long register "
     "restrict return short signed sizeof static struct switch typedef union unsigned void volatile while _Alignas "
@@ -85,7 +89,7 @@ static inline float rtk_b2f(unsigned short b) { return rtk_bitsf((unsigned int)b
 static inline unsigned short rtk_f2b(float f) {
   unsigned int x = rtk_fbits(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x40u);
-  return (unsigned short)((x + 0x8000u) >> 16);
+  return (unsigned short)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 /* double -> float rounded to odd: a later round-to-nearest to <= 22 significant bits is then correctly rounded */
 static inline float rtk_d2f_odd(double d) {
@@ -206,14 +210,20 @@ class CRenderer(Renderer):
 
         Raises:
             runtime_core.ir.IRError: the kernel is malformed (a ``ValueError``).
-            ValueError: the kernel uses local memory, or its name is not a C identifier usable as a symbol.
+            ValueError: the kernel uses local memory, takes more than ``MAX_PARAMS`` buffers and vals, or its name is
+                not usable as the function's symbol (not an ASCII
+                C identifier, a C keyword, a whitelisted host function such as ``sinf``, or ``rtk_*``).
         """
         validate(kernel)
         self.check(kernel)
         name = kernel.name
-        if not (name.isidentifier() and name.isascii()) or name in _C_KEYWORDS or name.startswith("rtk_"):
-            raise ValueError(f"CPU: kernel name {name!r} must be an ASCII C identifier that is not a keyword and does "
-                             f"not start with 'rtk_' (it becomes the function's symbol); rename the kernel")
+        if not (name.isidentifier() and name.isascii()) or name in _C_KEYWORDS | _RESERVED or name.startswith("rtk_"):
+            raise ValueError(f"CPU: kernel name {name!r} must be an ASCII C identifier that is not a keyword, not a "
+                             f"host function kernels call (libm/libc whitelist) and does not start with 'rtk_' (it "
+                             f"becomes the function's symbol); rename the kernel")
+        if (nparams := len(kernel.buffers) + len(kernel.vars)) > MAX_PARAMS:
+            raise ValueError(f"CPU: kernel {name!r} takes {nparams} buffers and vals; the CPU backend calls kernels "
+                             f"through ctypes, which allows at most {MAX_PARAMS}")
         return _KernelWriter(kernel).source()
 
 
@@ -224,7 +234,7 @@ class _KernelWriter:
         self.k = kernel
         self.names: dict[int, str] = {}
         self.lines: list[str] = []
-        self.depth = 1
+        self.depth = 2  # inside the function and the thread loops
 
     def source(self) -> str:
         k = self.k
@@ -237,12 +247,12 @@ class _KernelWriter:
             self.names[id(b)] = f"b{b.arg}"
         loops = [f"for (int gid{d} = 0; gid{d} < gsz{d}; gid{d}++)" for d in (2, 1, 0)]
         loops += [f"for (int lid{d} = 0; lid{d} < lsz{d}; lid{d}++)" for d in (2, 1, 0)]
-        self.depth = 2
         for i, u in enumerate(k.ops):
             self.emit_op(i, u)
         body = "\n".join(self.lines)
-        return (f"{_PRELUDE}const int {SIGNATURE_SYMBOL}[3] = {{{SIGNATURE_MAGIC:#x}, {len(k.buffers)}, {len(k.vars)}}};\n"
-                f"void {k.name}({', '.join(params)}) {{\n  " + "\n  ".join(loops) + " {\n" + body + "\n  }\n}\n")
+        signature = f"const int {SIGNATURE_SYMBOL}[3] = {{{SIGNATURE_MAGIC:#x}, {len(k.buffers)}, {len(k.vars)}}};\n"
+        head = f"void {k.name}({', '.join(params)}) {{\n  " + "\n  ".join(loops) + " {\n"
+        return f"{_PRELUDE}{signature}{head}{body}\n  }}\n}}\n"
 
     def line(self, text: str) -> None:
         self.lines.append("  " * self.depth + text)
@@ -272,10 +282,10 @@ class _KernelWriter:
         elif op is Ops.STORE:
             self.store(u)
         elif op is Ops.RANGE:
-            v, (start, end) = f"v{i}", u.src
+            v, t, (start, end) = f"v{i}", ctype(u.dtype), u.src  # type: ignore[arg-type]
             self.names[id(u)] = v
             # the bound is read once, at the RANGE op (it may be an ACC that the loop body assigns)
-            self.line(f"for ({ctype(u.dtype)} {v} = {self.n(start)}, {v}_end = {self.n(end)}; {v} < {v}_end; {v}++) {{")  # type: ignore[arg-type]
+            self.line(f"for ({t} {v} = {self.n(start)}, {v}_end = {self.n(end)}; {v} < {v}_end; {v}++) {{")
             self.depth += 1
         elif op is Ops.IF:
             self.line(f"if ({self.n(u.src[0])}) {{")

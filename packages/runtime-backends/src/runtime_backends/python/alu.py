@@ -75,9 +75,29 @@ def cast(x: np.ndarray, src: DType, dst: DType) -> np.ndarray:
         return x != 0
     if src in _LOW_PRECISION and not dst.is_float:
         x = x.astype(np.float32)  # exact; avoids relying on ml_dtypes' direct half->int conversions
-    if src is dtypes.float64 and dst is dtypes.bfloat16:
+    if dst is dtypes.bfloat16 and src is dtypes.float64:
         return _f64_to_bf16(x)
+    if dst is dtypes.bfloat16 and src.is_int and src.itemsize >= 4:
+        return _int_to_bf16(x)
     return x.astype(dst.np)
+
+
+def _int_to_bf16(x: np.ndarray) -> np.ndarray:
+    """32/64-bit integers -> bfloat16 rounded once to nearest even, in integer arithmetic (float32 would round twice)."""
+    neg = x < 0
+    mag = np.where(neg, np.negative(x.astype(np.int64)).astype(np.uint64), x.astype(np.uint64)) \
+        if x.dtype.kind == "i" else x.astype(np.uint64)
+    top = np.zeros(mag.shape, dtype=np.int64)  # index of the highest set bit
+    for bit in (32, 16, 8, 4, 2, 1):
+        big = (mag >> np.uint64(top + bit).clip(0, 63).astype(np.uint64)) > 0
+        top = np.where(big & (top + bit < 64), top + bit, top)
+    shift = np.clip(top - 7, 0, 63).astype(np.uint64)  # bfloat16 keeps 8 significant bits
+    q = mag >> shift
+    rem = mag - (q << shift)
+    half = np.where(shift > 0, np.uint64(1) << np.maximum(shift, np.uint64(1)) - np.uint64(1), np.uint64(0))
+    up = (shift > 0) & ((rem > half) | ((rem == half) & ((q & np.uint64(1)) == 1)))
+    value = np.ldexp((q + up).astype(np.float64), shift.astype(np.int64))  # <= 9 significant bits: exact
+    return np.where(neg, -value, value).astype(dtypes.bfloat16.np)
 
 
 def _f64_to_bf16(x: np.ndarray) -> np.ndarray:

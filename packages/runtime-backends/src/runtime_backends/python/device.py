@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 
@@ -12,12 +13,18 @@ from runtime_core.allocator import LRUAllocator
 from runtime_core.buffer_spec import BufferSpec
 from runtime_core.compiler import CompileError, Compiler
 from runtime_core.device import Compiled
-from runtime_core.ir import IRError, Kernel
+from runtime_core.ir import Kernel
 from runtime_core.ir_serial import dumps, loads
 from runtime_core.program import check_launch
 from runtime_core.renderer import Renderer
 
-__all__ = ["PythonDevice", "PythonAllocator", "PythonRenderer", "PythonCompiler", "PythonProgram"]
+__all__ = ["PythonDevice", "PythonAllocator", "PythonRenderer", "PythonCompiler", "PythonProgram", "MAX_GROUP",
+           "MAX_THREADS"]
+
+MAX_GROUP = 1024
+"""Threads per group (CUDA's limit per block)."""
+MAX_THREADS = 1 << 26
+"""Threads per launch: the interpreter keeps a value per thread for every op, 8 bytes each for indices."""
 
 
 class PythonAllocator(LRUAllocator):
@@ -68,18 +75,30 @@ class PythonCompiler(Compiler):
         super().__init__(cachekey=None)
 
     def compile(self, src: str) -> bytes:
-        try:
-            loads(src)
-        except IRError as e:
-            raise CompileError(f"invalid kernel IR: {e}", source=src) from e
+        """Validate IR text ``src`` and check it against the device's limits (local memory, dtypes).
+
+        Raises ``CompileError`` for malformed IR or a kernel the device cannot run (IR text need not come from
+        :class:`PythonRenderer`, so its checks are repeated here).
+        """
+        _load(src)
         return src.encode()
+
+
+def _load(text: str | bytes) -> Kernel:
+    """The kernel of IR text, checked against the device's limits; ``CompileError`` otherwise."""
+    try:
+        kernel = loads(text)
+        PythonRenderer().check(kernel)
+    except ValueError as e:  # IRError is a ValueError
+        raise CompileError(f"invalid kernel IR: {e}", source=text if isinstance(text, str) else "") from e
+    return kernel
 
 
 class PythonProgram:
     """A kernel run by the numpy interpreter; follows the ``runtime_core.program.Program`` protocol."""
 
     def __init__(self, name: str, lib: bytes) -> None:
-        self.kernel = loads(lib)
+        self.kernel = _load(lib)
         if self.kernel.name != name:
             raise CompileError(f"program {name!r} not found; the IR defines {self.kernel.name!r}")
         self.name = name
@@ -88,15 +107,31 @@ class PythonProgram:
                  vals: Sequence[int] = (), wait: bool = False) -> float | None:
         gs, ls = check_launch(self.name, bufs, vals, len(self.kernel.buffers), len(self.kernel.vars), global_size,
                               local_size)
+        _check_shape(self.name, gs, ls)
         for u, b in zip(self.kernel.buffers, bufs):
-            if not isinstance(b, np.ndarray) or b.dtype != np.uint8:
-                raise TypeError(f"kernel {self.name!r}: buffer {u.arg} is not a PYTHON device buffer handle")
+            if not isinstance(b, np.ndarray) or b.dtype != np.uint8 or b.ndim != 1:
+                raise TypeError(f"kernel {self.name!r}: buffer {u.arg} is not a PYTHON device buffer handle (the "
+                                f"opaque of a PYTHON Buffer), got {type(b).__name__}")
+            if not b.flags.c_contiguous or not b.flags.writeable:
+                raise ValueError(f"kernel {self.name!r}: buffer {u.arg} must be a contiguous, writable uint8 array")
             if b.nbytes % u.dtype.itemsize:
                 raise ValueError(f"kernel {self.name!r}: buffer {u.arg} has {b.nbytes} bytes, not a multiple of "
                                  f"{u.dtype.name}'s {u.dtype.itemsize}")
         start = time.perf_counter()
         run_kernel(self.kernel, list(bufs), tuple(vals), gs, ls)
         return time.perf_counter() - start if wait else None
+
+
+def _check_shape(name: str, gs: tuple[int, ...], ls: tuple[int, ...]) -> None:
+    """Launch limits: ``PythonRenderer.local_max`` per dimension and ``MAX_GROUP`` threads per group (as on CUDA), and
+    at most ``MAX_THREADS`` threads in all (the interpreter holds one value per thread for every op)."""
+    if any(s > m for s, m in zip(ls, PythonRenderer.local_max)) or math.prod(ls) > MAX_GROUP:
+        raise ValueError(f"kernel {name!r}: local_size {ls} exceeds the PYTHON device's limits: at most "
+                         f"{PythonRenderer.local_max} per dimension and {MAX_GROUP} threads per group")
+    if (n := math.prod(gs) * math.prod(ls)) > MAX_THREADS:
+        raise ValueError(f"kernel {name!r}: {n} threads (global_size {gs} x local_size {ls}) exceed the PYTHON "
+                         f"interpreter's limit of {MAX_THREADS}; launch fewer threads (loop inside the kernel) or use "
+                         f"a compiled device")
 
 
 class PythonDevice(Compiled):

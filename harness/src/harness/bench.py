@@ -1,0 +1,208 @@
+"""``python -m harness bench``: run the benchmark suites, keep the run, and report against this machine's baseline.
+
+This is what ``nox -s bench`` runs. Steps:
+
+1. ``python -m pytest --pyargs harness.benchmarks -p no:xdist -p no:cacheprovider --benchmark-only
+   --benchmark-json=<out>/runs/<UTC timestamp>.json -v`` plus the arguments after ``--`` (e.g. ``--backends CPU``), in a
+   subprocess whose output goes straight to the terminal; never under xdist, whose workers would time concurrently.
+   When pytest fails (any non-zero status, 5 "no tests collected" included) the command stops with pytest's status and
+   a message; the run file it may have written is renamed ``<name>.json.failed`` so it never enters the history.
+2. The machine id (``harness.report.machine_id`` of the run's ``machine_info``) names the baseline file
+   ``<baseline dir>/<machine_id>.json``. The baseline dir is ``--baseline-dir``, else the environment variable
+   HARNESS_BASELINE_DIR, else ``.benchmarks/baselines`` (relative to the working directory).
+3. The report (``harness.report``) compares the run with that baseline, with the earlier runs of the same machine in
+   ``<out>/runs`` as trend history, and writes ``report.md``, ``report.html`` and ``report.json`` into ``<out>``
+   (default ``reports/``). Without a baseline it still writes them, every benchmark "new", and says how to make this
+   run the baseline.
+4. ``--save-baseline`` then copies the run to the baseline file (creating the directory; replacing it atomically),
+   also when the run regressed against the previous baseline: the report and the exit status still say so.
+
+Exit status: 0 no regression, or no baseline yet; 1 a benchmark regressed beyond its threshold (0 with ``--no-fail``);
+2 unusable input (a run or baseline file, an option); pytest's own status when the benchmark run failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+from harness.report import ReportInputError, machine_id, parse_run, read_json
+from harness.report.cli import finish, parse_threshold_option, write_report
+from harness.report.history import load_history
+from harness.report.load import BenchmarkRun
+from harness.report.machine import machine_fields
+
+__all__ = ["BASELINE_DIR_ENV", "DEFAULT_BASELINE_DIR", "build_parser", "main", "pytest_command", "save_baseline"]
+
+BASELINE_DIR_ENV = "HARNESS_BASELINE_DIR"
+DEFAULT_BASELINE_DIR = Path(".benchmarks") / "baselines"
+# What each pytest exit status means (``pytest.ExitCode``), to say why no report was written.
+_PYTEST_STATUS = {
+    1: "some benchmarks failed",
+    2: "the run was interrupted",
+    3: "pytest hit an internal error",
+    4: "pytest was called wrongly: check the pytest arguments given after '--'",
+    5: "no benchmark was collected: is harness.benchmarks installed, or do the arguments after '--' deselect all?",
+}
+
+
+def build_parser(prog: str = "python -m harness bench") -> argparse.ArgumentParser:
+    """The argument parser of the bench command (the pytest arguments after ``--`` are split off before it runs)."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        usage=f"{prog} [options] [-- pytest arguments, e.g. --backends CPU]",
+        description="Run the benchmark suites (harness.benchmarks) with pytest-benchmark, save the run as "
+        "<out>/runs/<UTC timestamp>.json, compare it with this machine's baseline <baseline dir>/<machine_id>.json, "
+        "and write report.md, report.html and report.json into <out>.",
+        epilog=f"Baseline dir: --baseline-dir, else ${BASELINE_DIR_ENV}, else {DEFAULT_BASELINE_DIR}. Exit status: "
+        "0 pass or no baseline yet, 1 regression, 2 unusable input, else pytest's own status when the run failed.",
+    )
+    parser.add_argument("--save-baseline", action="store_true", help="also store this run as the machine's baseline")
+    parser.add_argument(
+        "--baseline-dir",
+        metavar="DIR",
+        help=f"directory of <machine_id>.json baselines (default: ${BASELINE_DIR_ENV}, else {DEFAULT_BASELINE_DIR})",
+    )
+    parser.add_argument("--out", default="reports", metavar="DIR", help="reports and runs/ directory (default: reports/)")
+    parser.add_argument(
+        "--threshold",
+        type=parse_threshold_option,
+        default=0.10,
+        metavar="T",
+        help="default regression threshold: '10%%' or 0.1 (a benchmark's extra_info['threshold'] overrides it)",
+    )
+    parser.add_argument("--no-fail", action="store_true", help="exit 0 even when a benchmark regressed")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m harness bench") -> int:
+    """Run the bench command with ``argv`` (default: sys.argv[1:]); return its exit status (see the module doc)."""
+    own, pytest_args = _split(list(sys.argv[1:] if argv is None else argv))
+    args = build_parser(prog).parse_args(own)
+    runs = Path(args.out) / "runs"
+    try:
+        runs.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"harness bench: error: --out {args.out!r}: cannot create {str(runs)!r}: {exc}", file=sys.stderr)
+        return 2
+    run_file = _new_run_path(runs)
+    status = _run_pytest(pytest_command(run_file, pytest_args), run_file)
+    if status != 0:
+        return status
+    baseline_dir = Path(args.baseline_dir or os.environ.get(BASELINE_DIR_ENV) or DEFAULT_BASELINE_DIR)
+    try:
+        current = _load_current(run_file)
+        baseline_file = baseline_dir / f"{machine_id(current.machine_info)}.json"
+        baseline = parse_run(read_json(baseline_file, "baseline"), str(baseline_file)) if baseline_file.exists() else None
+        history = _same_machine(load_history(runs, exclude=run_file), current)
+        result, written = write_report(current, baseline, history, out=args.out, threshold=args.threshold)
+        if args.save_baseline:
+            save_baseline(run_file, baseline_file)
+    except ReportInputError as exc:
+        print(f"harness bench: error: {exc}", file=sys.stderr)
+        return 2
+    status = finish(result, written, no_fail=args.no_fail)
+    if args.save_baseline:
+        verb = "replaced" if baseline is not None else "saved"
+        print(f"baseline: {verb} {baseline_file} with this run ({run_file})")
+    return status
+
+
+def pytest_command(run_file: Path, pytest_args: Sequence[str]) -> list[str]:
+    """The pytest command line that runs the benchmark suites and writes their pytest-benchmark JSON to ``run_file``."""
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--pyargs",
+        "harness.benchmarks",
+        "-p",
+        "no:xdist",
+        "-p",
+        "no:cacheprovider",
+        "--benchmark-only",
+        f"--benchmark-json={run_file}",
+        "-v",
+        *pytest_args,
+    ]
+
+
+def save_baseline(run_file: Path, baseline_file: Path) -> None:
+    """Copy ``run_file`` to ``baseline_file``, creating its directory; a temporary file renamed into place means a
+    failure leaves any earlier baseline untouched. Raises ReportInputError naming the baseline dir when it fails."""
+    temp: str | None = None
+    try:
+        baseline_file.parent.mkdir(parents=True, exist_ok=True)
+        handle, temp = tempfile.mkstemp(prefix=f".{baseline_file.name}.", dir=baseline_file.parent)
+        os.close(handle)
+        shutil.copyfile(run_file, temp)
+        os.chmod(temp, 0o644)  # mkstemp makes it 0600; a baseline is shared like the reports
+        os.replace(temp, baseline_file)
+    except OSError as exc:
+        if temp is not None:
+            Path(temp).unlink(missing_ok=True)
+        where = str(baseline_file.parent)
+        raise ReportInputError(
+            f"cannot save the baseline in {where!r}: {exc}; choose a writable --baseline-dir or ${BASELINE_DIR_ENV}"
+        ) from None
+
+
+def _split(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(own options, pytest arguments): everything after the first '--' goes to pytest."""
+    if "--" not in argv:
+        return argv, []
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1 :]
+
+
+def _new_run_path(runs: Path) -> Path:
+    """``runs/<UTC timestamp>.json`` (e.g. 20250102T030405Z.json, which sorts by time); '-2', '-3'... when taken."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    path, count = runs / f"{stamp}.json", 1
+    while path.exists() or path.with_name(path.name + ".failed").exists():
+        count += 1
+        path = runs / f"{stamp}-{count}.json"
+    return path
+
+
+def _run_pytest(command: list[str], run_file: Path) -> int:
+    """Run ``command`` with its output on this terminal; on failure set the run file aside and say why."""
+    print("harness bench: " + " ".join(command), flush=True)
+    status = subprocess.run(command, check=False).returncode
+    if status == 0:
+        return 0
+    why = _PYTEST_STATUS.get(status, "pytest failed")
+    aside = ""
+    if run_file.exists():
+        failed = run_file.with_name(run_file.name + ".failed")
+        run_file.replace(failed)
+        aside = f"; its partial results are in {failed}, kept out of the history"
+    print(f"harness bench: error: pytest exited with status {status} ({why}); no report written{aside}", file=sys.stderr)
+    return status
+
+
+def _load_current(run_file: Path) -> BenchmarkRun:
+    """The run pytest just wrote; an unusable one is renamed ``<name>.json.failed`` before the error propagates."""
+    if not run_file.exists():
+        raise ReportInputError(
+            f"pytest passed but wrote no benchmark results to {str(run_file)!r}: every benchmark was skipped or "
+            "deselected (see the pytest summary above, e.g. no backend available)"
+        )
+    try:
+        return parse_run(read_json(run_file, "current"), str(run_file))
+    except ReportInputError:
+        run_file.replace(run_file.with_name(run_file.name + ".failed"))  # an unusable run must not enter the history
+        raise
+
+
+def _same_machine(runs: list[BenchmarkRun], current: BenchmarkRun) -> list[BenchmarkRun]:
+    """The runs made on the machine of ``current`` (same node, cpu and machine), so a trend never mixes machines."""
+    ours = machine_fields(current.machine_info)
+    return [run for run in runs if machine_fields(run.machine_info) == ours]

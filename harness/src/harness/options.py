@@ -1,0 +1,83 @@
+"""Command-line options of the harness plugin and their environment-variable twins."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+__all__ = ["add_options", "requested_backends", "strict_backends", "seed_setting", "run_bigmem",
+           "BACKENDS_ENV", "SEED_ENV", "BIGMEM_ENV"]
+
+BACKENDS_ENV = "HARNESS_BACKENDS"
+SEED_ENV = "HARNESS_SEED"
+BIGMEM_ENV = "HARNESS_RUN_BIGMEM"
+RANDOM_SEED = "random"
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Register the ``harness`` option group."""
+    group = parser.getgroup("harness", "cross-backend correctness harness")
+    group.addoption("--backends", default=None, metavar="NAMES",
+                    help=f"comma-separated devices to run device tests on, e.g. CPU,PYTHON (env {BACKENDS_ENV}; "
+                         "default: every registered backend with a default priority that opens)")
+    group.addoption("--strict-backends", action="store_true", default=False,
+                    help="fail the session when a requested backend is unavailable instead of skipping its tests")
+    group.addoption("--harness-seed", default=None, metavar="SEED",
+                    help=f"seed of the rng fixture for every test: an int, or 'random' (env {SEED_ENV}; "
+                         "default: a stable seed derived from each test's node id)")
+    group.addoption("--run-bigmem", action="store_true", default=False,
+                    help=f"run tests marked bigmem, which need more than 2 GiB of memory (env {BIGMEM_ENV}=1)")
+
+
+def _split(names: str) -> list[str]:
+    return [n.strip() for n in names.split(",") if n.strip()]
+
+
+def requested_backends(config: pytest.Config) -> list[str] | None:
+    """Backend names asked for by ``--backends`` (first) or ``HARNESS_BACKENDS``, in order; ``None`` if neither.
+
+    Raises ``pytest.UsageError`` for a value that names no backend (e.g. ``--backends ,``).
+    """
+    raw = config.getoption("backends")
+    source = "--backends"
+    if raw is None:
+        raw, source = os.environ.get(BACKENDS_ENV), BACKENDS_ENV
+    if raw is None:
+        return None
+    names = _split(raw)
+    if not names:
+        raise pytest.UsageError(f"{source}={raw!r} names no backend; give a comma-separated list such as CPU,PYTHON")
+    return names
+
+
+def strict_backends(config: pytest.Config) -> bool:
+    return bool(config.getoption("strict_backends"))
+
+
+def seed_setting(config: pytest.Config) -> int | str | None:
+    """The requested seed: an int, ``"random"``, or ``None`` (derive from the node id).
+
+    Raises ``pytest.UsageError`` for anything else.
+    """
+    raw = config.getoption("harness_seed")
+    source = "--harness-seed"
+    if raw is None:
+        raw, source = os.environ.get(SEED_ENV), SEED_ENV
+    if raw is None or raw.strip() == "":
+        return None
+    raw = raw.strip()
+    if raw.lower() == RANDOM_SEED:
+        return RANDOM_SEED
+    try:
+        seed = int(raw, 0)
+    except ValueError:
+        raise pytest.UsageError(f"{source}={raw!r} is not an integer seed or 'random'") from None
+    if seed < 0:
+        raise pytest.UsageError(f"{source}={raw!r}: a seed must be >= 0")
+    return seed
+
+
+def run_bigmem(config: pytest.Config) -> bool:
+    """Whether tests marked ``bigmem`` run: ``--run-bigmem`` or ``HARNESS_RUN_BIGMEM`` set to a value other than 0."""
+    return bool(config.getoption("run_bigmem")) or os.environ.get(BIGMEM_ENV, "0") not in ("", "0")

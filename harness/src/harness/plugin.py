@@ -1,0 +1,94 @@
+"""pytest plugin of the harness (entry point ``pytest11: harness``): wires options, markers and fixtures into pytest.
+
+Importing this module opens no device: backends are probed once, when the session starts (header) or when the first
+test that uses ``device`` is collected, and an xdist controller hands its result to the workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from harness import markers, options, seeding
+from harness.fixtures import device, rng
+from harness.selection import WORKERINPUT_KEY, get_selection
+
+__all__ = ["device", "rng"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    options.add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    markers.register(config)
+    if config.pluginmanager.hasplugin("benchmark"):  # machine facts in saved benchmark JSON; idempotent with -p
+        config.pluginmanager.import_plugin("harness.bench_hooks")
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistHooks(config), "harness-xdist")
+
+
+class _XdistHooks:
+    """Sends the controller's backend selection to every worker, so all of them parametrize identically."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[WORKERINPUT_KEY] = get_selection(self.config).to_dict()
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return [get_selection(config).header()]
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    if options.strict_backends(config) and not hasattr(config, "workerinput"):
+        sel = get_selection(config)
+        if sel.unavailable:
+            lines = "\n".join(f"  {n}: {why}" for n, why in sel.unavailable)
+            raise pytest.UsageError(f"--strict-backends: requested backend(s) unavailable:\n{lines}")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "device" not in metafunc.fixturenames:
+        return
+    sel = get_selection(metafunc.config)
+    params = []
+    for name in sel.params:
+        why = sel.reason(name)
+        why = f"{name} unavailable: {why}" if why is not None else markers.restriction_reason(metafunc.definition, name)
+        params.append(pytest.param(name, id=name, marks=[pytest.mark.skip(reason=why)] if why else []))
+    if not params:
+        reason = "no backend available; " + sel.header()
+        params = [pytest.param(None, id="no-backend", marks=[pytest.mark.skip(reason=reason)])]
+    metafunc.parametrize("device", params, indirect=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if options.run_bigmem(config):
+        return
+    skip = pytest.mark.skip(reason=f"needs > 2 GiB of memory; enable with --run-bigmem or {options.BIGMEM_ENV}=1")
+    for item in items:
+        if item.get_closest_marker("bigmem") is not None:
+            item.add_marker(skip)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    threshold = markers.bench_threshold(item)
+    bench = getattr(item, "funcargs", {}).get("benchmark")
+    if threshold is not None and bench is not None:
+        bench.extra_info["threshold"] = threshold
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    outcome = yield
+    report = outcome.get_result()
+    seed = item.stash.get(seeding.SEED_STASH, None)
+    if seed is not None and report.failed:
+        report.sections.append(seeding.failure_section(seed))

@@ -1,0 +1,11 @@
+"""The one error type of the report tool: input that cannot be used."""
+
+from __future__ import annotations
+
+
+class ReportInputError(ValueError):
+    """An input of the report (a file, a field, an option) is unusable.
+
+    The message is one line that names the input, what was wrong with it and what to do; the command line prints it
+    and exits with status 2.
+    """

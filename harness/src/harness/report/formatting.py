@@ -1,0 +1,191 @@
+"""Text forms of the numbers and metadata that every renderer shows (plain text; renderers escape it)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from harness.report.compare import BenchmarkComparison, ComparisonResult
+from harness.report.groups import LIMIT_KEY, UNIT_KEY, VALUE_KEY, natural_figure
+from harness.report.load import BenchmarkRun
+from harness.report.machine import machine_fields
+from harness.report.stats import Verdict
+from harness.report.thresholds import RESERVED_KEYS
+
+_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
+# extra_info keys shown by their own column or section, not in the generic 'figures' list
+_SHOWN_ELSEWHERE = RESERVED_KEYS | {LIMIT_KEY, UNIT_KEY, VALUE_KEY}
+
+
+def time_unit(value: float) -> tuple[float, str]:
+    """(scale, unit) of the largest unit that ``value`` seconds reaches, ns at the least: 0.00123 -> (1e-3, 'ms')."""
+    for scale, unit in _UNITS:
+        if abs(value) >= scale:
+            return scale, unit
+    return _UNITS[-1]
+
+
+def seconds(value: float | None) -> str:
+    """A time in seconds with 3 significant digits in its unit: 0.00123 -> '1.23 ms'."""
+    if value is None:
+        return "–"
+    scale, unit = time_unit(value)
+    return f"{value / scale:.3g} {unit}"
+
+
+def ratio(value: float | None) -> str:
+    """A ratio of medians as 'x1.234'."""
+    return "–" if value is None else f"x{value:.3f}"
+
+
+def interval(ci: tuple[float, float] | None) -> str:
+    """A CI of the ratio as '[1.201, 1.298]'."""
+    return "–" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def p_value(value: float | None) -> str:
+    """A p-value with 2 significant digits, 'n/a' when it could not be computed."""
+    if value is None:
+        return "–"
+    return "n/a" if math.isnan(value) else f"{value:.2g}"
+
+
+def percent(fraction: float) -> str:
+    """0.25 -> '25%'."""
+    return f"{fraction * 100:.4g}%"
+
+
+X_LIMIT_LEGEND = (
+    "x limit: a benchmark's median time / the median time of its group's practical-limit entry in this run "
+    "(1.80x = 1.8 times slower than the limit)"
+)
+
+
+def headline(result: ComparisonResult) -> str:
+    """'FAIL, 2 regressed', 'PASS, no regression', or 'NO BASELINE, 5 new' when there is no baseline."""
+    if result.baseline is None:
+        return f"NO BASELINE, {len(result.of(Verdict.NEW))} new"
+    return f"FAIL, {len(result.of(Verdict.REGRESSED))} regressed" if result.failed else "PASS, no regression"
+
+
+def method(result: ComparisonResult, history_runs: int) -> str:
+    """The sentence under the summary counts: how verdicts were decided, and how many history runs were plotted."""
+    if result.baseline is None:
+        return f"No baseline: every benchmark is new and nothing is judged; {history_runs} history run(s)."
+    return (
+        f"Default threshold {percent(result.threshold)} of the baseline median, significance level "
+        f"{result.alpha:g} (two-sided Mann-Whitney U on per-round times), {result.confidence:.0%} bootstrap CI of "
+        f"the ratio current/baseline median; {history_runs} history run(s)."
+    )
+
+
+def run_rows(result: ComparisonResult) -> list[tuple[str, str, str]]:
+    """(label, current, baseline) rows describing both runs; baseline cells are '' without a baseline."""
+    describe: tuple[tuple[str, Callable[[BenchmarkRun], str]], ...] = (
+        ("commit", commit),
+        ("datetime", lambda run: run.datetime.isoformat()),
+        ("machine", machine),
+        ("runtime", runtime),
+        ("pytest-benchmark", lambda run: run.version),
+        ("file", lambda run: run.source),
+    )
+    base = result.baseline
+    return [(label, text(result.current), text(base) if base else "") for label, text in describe]
+
+
+def x_limit(comparison: BenchmarkComparison) -> str:
+    """The 'x limit' cell: '1.80x' (median / the group's limit median), 'limit' for the limit entry, else '–'."""
+    if comparison.x_limit is not None:
+        return f"{comparison.x_limit:.2f}x"
+    return "limit" if comparison.is_limit and comparison.current else "–"
+
+
+def natural(comparison: BenchmarkComparison) -> str:
+    """The natural-unit figure, '12.3 GB/s (baseline 12.1 GB/s)', or '' when the benchmark reports none."""
+    now = natural_figure(comparison.current.extra_info) if comparison.current else None
+    before = natural_figure(comparison.baseline.extra_info) if comparison.baseline else None
+    if now is None and before is None:
+        return ""
+    return (now or "–") + (f" (baseline {before})" if before is not None else "")
+
+
+def group_figures(result: ComparisonResult) -> list[tuple[str, str, str, str]]:
+    """(group, fullname, natural figure, x limit) of every current benchmark in a group where some entry reports a
+    natural figure or is a limit; ordered by group, the limit entries first, then by fullname."""
+    shown = {
+        c.record.group
+        for c in result.comparisons
+        if c.current and c.record.group is not None and (c.is_limit or natural_figure(c.current.extra_info))
+    }
+    rows = [c for c in result.comparisons if c.current and c.record.group in shown]
+    rows.sort(key=lambda c: (str(c.record.group), not c.is_limit, c.fullname))
+    return [(str(c.record.group), c.fullname, natural(c) or "–", x_limit(c)) for c in rows]
+
+
+def figures(comparison: BenchmarkComparison) -> str:
+    """The natural-unit figure (see ``natural``), then the other numeric ``extra_info`` entries, 'name=current
+    (baseline)'; for those the keys are the units by convention, and a key named like the natural figure's unit is
+    left out (it repeats the figure)."""
+    now = _numeric(comparison.current.extra_info) if comparison.current else {}
+    before = _numeric(comparison.baseline.extra_info) if comparison.baseline else {}
+    parts = [natural(comparison)] if natural(comparison) else []
+    for record in (comparison.current, comparison.baseline):
+        if record is not None and natural_figure(record.extra_info):  # a key named by the unit repeats the figure
+            now.pop(str(record.extra_info[UNIT_KEY]), None)
+            before.pop(str(record.extra_info[UNIT_KEY]), None)
+    for key in sorted(set(now) | set(before)):
+        text = f"{key}={_num(now[key])}" if key in now else f"{key}=–"
+        if key in before:
+            text += f" (baseline {_num(before[key])})"
+        parts.append(text)
+    if comparison.higher_is_better:
+        parts.append("higher is better (verdict on time)")
+    return "; ".join(parts)
+
+
+def commit(run: BenchmarkRun) -> str:
+    """'<id[:12]> on <branch>[, dirty]' from commit_info."""
+    info = run.commit_info
+    text = f"{str(info.get('id') or '?')[:12]} on {info.get('branch') or '?'}"
+    return text + (", dirty" if info.get("dirty") else "")
+
+
+def machine(run: BenchmarkRun) -> str:
+    """'node / cpu / machine, system release, Python version' from machine_info."""
+    fields = machine_fields(run.machine_info)
+    info = run.machine_info
+    head = " / ".join(fields[k] or "?" for k in ("node", "cpu", "machine"))
+    return f"{head}, {info.get('system', '?')} {info.get('release', '')}".rstrip() + (
+        f", Python {info.get('python_version', '?')}"
+    )
+
+
+def runtime(run: BenchmarkRun) -> str:
+    """The ``machine_info['runtime']`` facts (``harness.machine_info.machine_facts``) in one line, e.g.
+    'GPU NVIDIA H200, 550.54 (CUDA 12.4); CC=clang (Ubuntu clang version 18.1.3); numpy 2.1.0; 16 cores, 125.8 GiB';
+    'not recorded' when the run has none (the harness's machine-info hook was not active)."""
+    facts = run.machine_info.get("runtime")
+    if not isinstance(facts, Mapping):
+        return "not recorded"
+    gpu = f"GPU {facts['gpu']}" if facts.get("gpu") else "no GPU"
+    if facts.get("cuda"):
+        gpu += f" (CUDA {facts['cuda']})"
+    cc = str(facts.get("cc") or "?")
+    version = facts.get(cc) if cc in ("clang", "gcc") else None  # machine_facts asks only these two for a version
+    memory = facts.get("memory_bytes")
+    size = f"{memory / 2**30:.1f} GiB" if isinstance(memory, (int, float)) else "? GiB"
+    cc_text = f"CC={cc}" + (f" ({version})" if version else "")
+    return f"{gpu}; {cc_text}; numpy {facts.get('numpy', '?')}; {facts.get('cpu_count', '?')} cores, {size}"
+
+
+def _numeric(extra_info: Mapping[str, Any]) -> dict[str, float]:
+    return {
+        str(k): float(v)
+        for k, v in extra_info.items()
+        if k not in _SHOWN_ELSEWHERE and isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
+
+
+def _num(value: float) -> str:
+    return f"{value:.4g}"

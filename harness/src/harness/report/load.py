@@ -1,0 +1,227 @@
+"""Reading and validating pytest-benchmark JSON (``pytest --benchmark-json FILE`` or ``--benchmark-autosave``).
+
+The format is the one pytest-benchmark 4.x and 5.x write (``pytest_benchmark/session.py`` and ``stats.py``): a top-level
+object with ``machine_info``, ``commit_info``, ``benchmarks`` (list), ``datetime`` (ISO 8601) and ``version``; each
+benchmark has ``name``, ``fullname``, ``group``, ``params``, ``extra_info`` and ``stats`` with summary statistics in
+seconds and, when pytest-benchmark included it, ``stats.data``: the per-round times in seconds (one entry per round,
+each the round's time divided by its iterations).
+
+Version policy: files whose ``version`` has a major number in SUPPORTED_MAJORS are read; any other major version is
+refused (ReportInputError), because the field layout is only known for those. Current and baseline from two different
+supported majors are compared with a warning (see ``compare``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.report.errors import ReportInputError
+
+SUPPORTED_MAJORS = (4, 5)
+_TOP_LEVEL = ("machine_info", "commit_info", "benchmarks", "datetime", "version")
+_REQUIRED_STATS = ("median", "mean", "stddev", "min", "max", "rounds")
+
+
+@dataclass(frozen=True)
+class BenchmarkRecord:
+    """One benchmark of one run. Times are seconds per iteration; ``data`` holds per-round times (or None)."""
+
+    fullname: str
+    name: str
+    group: str | None
+    params: Mapping[str, Any]
+    extra_info: Mapping[str, Any]
+    median: float
+    mean: float
+    stddev: float
+    min: float
+    max: float
+    rounds: int
+    iqr: float | None
+    q1: float | None
+    q3: float | None
+    data: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class BenchmarkRun:
+    """One pytest-benchmark file: metadata plus benchmarks keyed by ``fullname`` (in file order)."""
+
+    source: str
+    machine_info: Mapping[str, Any]
+    commit_info: Mapping[str, Any]
+    datetime: datetime
+    version: str
+    benchmarks: Mapping[str, BenchmarkRecord]
+
+    @property
+    def major_version(self) -> int:
+        """The pytest-benchmark major version that wrote the file."""
+        return _major(self.version, self.source)
+
+
+def read_json(path: str | Path, role: str) -> dict[str, Any]:
+    """Read the JSON object in ``path``; ``role`` ('current', 'baseline', 'history') names it in messages.
+
+    Raises ReportInputError when the file is missing, unreadable, empty, not JSON, or not a JSON object.
+    """
+    where = f"{role} file {str(path)!r}"
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ReportInputError(f"{where} does not exist; pass a file written by 'pytest --benchmark-json'") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReportInputError(f"{where} cannot be read: {exc}") from None
+    if not text.strip():
+        raise ReportInputError(f"{where} is empty; the benchmark run that should have written it probably failed")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        position = f"line {exc.lineno} column {exc.colno}"
+        raise ReportInputError(f"{where} is not valid JSON ({exc.msg} at {position})") from None
+    if not isinstance(doc, dict):
+        raise ReportInputError(f"{where} holds a JSON {type(doc).__name__}, not a pytest-benchmark object")
+    return doc
+
+
+def parse_run(doc: Mapping[str, Any], source: str) -> BenchmarkRun:
+    """Validate a decoded pytest-benchmark document and turn it into a BenchmarkRun.
+
+    ``source`` names the document in messages (a path or 'current'/'baseline').
+    Raises ReportInputError when it is not a pytest-benchmark document, comes from an unsupported major version, has no
+    benchmarks, repeats a fullname, or a benchmark lacks a required field or holds non-positive or non-finite times.
+    """
+    if not isinstance(doc, Mapping):
+        raise ReportInputError(f"{source}: expected a pytest-benchmark JSON object, got {type(doc).__name__}")
+    absent = [key for key in _TOP_LEVEL if key not in doc]
+    if absent:
+        raise ReportInputError(
+            f"{source} is not a pytest-benchmark file (missing {', '.join(absent)}); write it with 'pytest --benchmark-json FILE'"
+        )
+    version = str(doc["version"])
+    if _major(version, source) not in SUPPORTED_MAJORS:
+        supported = ", ".join(f"{m}.x" for m in SUPPORTED_MAJORS)
+        raise ReportInputError(
+            f"{source} was written by pytest-benchmark {version}; this report reads {supported} only: rerun the "
+            "benchmarks with a supported pytest-benchmark"
+        )
+    for key in ("machine_info", "commit_info"):
+        if not isinstance(doc[key], Mapping):
+            raise ReportInputError(f"{source}: '{key}' must be an object, got {type(doc[key]).__name__}")
+    if not isinstance(doc["benchmarks"], list):
+        raise ReportInputError(f"{source}: 'benchmarks' must be a list, got {type(doc['benchmarks']).__name__}")
+    if not doc["benchmarks"]:
+        raise ReportInputError(f"{source} contains no benchmarks; did the benchmark run select or run any test?")
+    benchmarks: dict[str, BenchmarkRecord] = {}
+    for index, entry in enumerate(doc["benchmarks"]):
+        record = _parse_benchmark(entry, f"{source}: benchmarks[{index}]")
+        if record.fullname in benchmarks:
+            raise ReportInputError(f"{source}: benchmark {record.fullname!r} appears twice; fullnames must be unique")
+        benchmarks[record.fullname] = record
+    return BenchmarkRun(
+        source=source,
+        machine_info=doc["machine_info"],
+        commit_info=doc["commit_info"],
+        datetime=_parse_datetime(doc["datetime"], source),
+        version=version,
+        benchmarks=benchmarks,
+    )
+
+
+def _major(version: str, source: str) -> int:
+    head = version.split(".", 1)[0]
+    if not head.isdigit():
+        raise ReportInputError(f"{source}: pytest-benchmark version {version!r} is not of the form MAJOR.MINOR.PATCH")
+    return int(head)
+
+
+def _parse_datetime(value: object, source: str) -> datetime:
+    """ISO 8601; a trailing 'Z' is UTC, and a time without zone (older pytest-benchmark) is taken as UTC."""
+    if not isinstance(value, str):
+        raise ReportInputError(f"{source}: 'datetime' must be an ISO 8601 string, got {value!r}")
+    text = value[:-1] + "+00:00" if value.endswith("Z") else value
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ReportInputError(f"{source}: 'datetime' {value!r} is not ISO 8601") from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+def _parse_benchmark(entry: object, where: str) -> BenchmarkRecord:
+    if not isinstance(entry, Mapping):
+        raise ReportInputError(f"{where} must be an object, got {type(entry).__name__}")
+    for key in ("name", "fullname", "stats"):
+        if key not in entry:
+            raise ReportInputError(f"{where} has no '{key}'; the file is not a complete pytest-benchmark result")
+    fullname = entry["fullname"]
+    if not isinstance(fullname, str) or not fullname:
+        raise ReportInputError(f"{where}: 'fullname' must be a non-empty string, got {fullname!r}")
+    where = f"{where} ({fullname})"
+    stats = entry["stats"]
+    if not isinstance(stats, Mapping):
+        raise ReportInputError(f"{where}: 'stats' must be an object")
+    missing = [key for key in _REQUIRED_STATS if key not in stats]
+    if missing:
+        raise ReportInputError(f"{where}: stats lack {', '.join(missing)}")
+    rounds = stats["rounds"]
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ReportInputError(f"{where}: stats.rounds must be an integer >= 1, got {rounds!r}")
+    extra_info = entry.get("extra_info") or {}
+    params = entry.get("params") or {}
+    if not isinstance(extra_info, Mapping) or not isinstance(params, Mapping):
+        raise ReportInputError(f"{where}: 'extra_info' and 'params' must be objects")
+    group = entry.get("group")
+    return BenchmarkRecord(
+        fullname=fullname,
+        name=str(entry["name"]),
+        group=None if group is None else str(group),
+        params=params,
+        extra_info=extra_info,
+        median=_time(stats, "median", where, positive=True),
+        mean=_time(stats, "mean", where, positive=True),
+        stddev=_time(stats, "stddev", where, positive=False),
+        min=_time(stats, "min", where, positive=False),
+        max=_time(stats, "max", where, positive=True),
+        rounds=rounds,
+        iqr=_optional_time(stats, "iqr", where),
+        q1=_optional_time(stats, "q1", where),
+        q3=_optional_time(stats, "q3", where),
+        data=_parse_data(stats.get("data"), where),
+    )
+
+
+def _time(stats: Mapping[str, Any], key: str, where: str, *, positive: bool) -> float:
+    value = stats[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ReportInputError(f"{where}: stats.{key} must be a finite number of seconds, got {value!r}")
+    if value < 0 or (positive and value == 0):
+        bound = "> 0" if positive else ">= 0"
+        raise ReportInputError(f"{where}: stats.{key} must be {bound} seconds, got {value!r}")
+    return float(value)
+
+
+def _optional_time(stats: Mapping[str, Any], key: str, where: str) -> float | None:
+    return _time(stats, key, where, positive=False) if stats.get(key) is not None else None
+
+
+def _parse_data(data: object, where: str) -> np.ndarray | None:
+    if data is None:
+        return None
+    if not isinstance(data, list) or not data:
+        raise ReportInputError(f"{where}: stats.data must be a non-empty list of per-round seconds")
+    if any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in data):
+        raise ReportInputError(f"{where}: stats.data must hold only numbers (seconds per round)")
+    values = np.asarray(data, dtype=np.float64)
+    if not np.all(np.isfinite(values)) or np.any(values < 0):
+        raise ReportInputError(f"{where}: stats.data holds a non-finite or negative time")
+    if np.median(values) == 0:
+        raise ReportInputError(f"{where}: the median of stats.data is 0 s; a ratio to it is undefined (timer too coarse?)")
+    return values

@@ -1,0 +1,132 @@
+"""The self-contained HTML report: the Markdown report's content plus one embedded PNG per benchmark."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from html import escape
+
+from harness.report import formatting as fmt
+from harness.report.compare import VERDICT_ORDER, BenchmarkComparison, ComparisonResult
+from harness.report.history import median_series
+from harness.report.load import BenchmarkRun
+from harness.report.plots import benchmark_figure
+from harness.report.stats import Verdict
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; font-size: 0.9em; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.warning { background: #fff3cd; border: 1px solid #e0b400; padding: 0.6em; margin: 0.5em 0; }
+.note { background: #e8f1fb; border: 1px solid #6a9fd8; padding: 0.6em; margin: 0.5em 0; }
+.regressed { color: #b00020; } .improved { color: #1b7f2a; }
+figure { margin: 1em 0 2em; } figcaption { font-family: monospace; margin-bottom: 0.3em; }
+"""
+
+
+def render_html(result: ComparisonResult, history: Sequence[BenchmarkRun]) -> str:
+    """The whole report as one HTML document; ``history`` (oldest first) feeds the trend plots."""
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8"/><title>Benchmark report</title>',
+        f"<style>{_STYLE}</style></head><body>",
+        f"<h1>Benchmark report: {escape(fmt.headline(result))}</h1>",
+        *(f'<p class="warning"><strong>Warning:</strong> {escape(w)}</p>' for w in result.warnings),
+        *(f'<p class="note"><strong>Note:</strong> {escape(n)}</p>' for n in result.notes),
+        _summary(result, len(history)),
+        _runs(result),
+    ]
+    for verdict in VERDICT_ORDER:
+        group = result.of(verdict)
+        if group:
+            parts.append(f'<h2 class="{verdict.value}">{verdict.value.capitalize()} ({len(group)})</h2>')
+            parts.append(_table(verdict, group, result.has_limits))
+    parts.append(_group_figures(result))
+    parts.append("<h2>Plots</h2>")
+    parts += [_figure(c, history, result.current) for c in result.comparisons]
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def _row(cells: Sequence[str], numeric: frozenset[int] = frozenset(), tag: str = "td") -> str:
+    out = []
+    for index, cell in enumerate(cells):
+        attr = ' class="num"' if index in numeric and tag == "td" else ""
+        out.append(f"<{tag}{attr}>{escape(cell)}</{tag}>")
+    return "<tr>" + "".join(out) + "</tr>"
+
+
+def _summary(result: ComparisonResult, history_runs: int) -> str:
+    counts = result.counts()
+    return (
+        "<table>"
+        + _row([v.value for v in VERDICT_ORDER], tag="th")
+        + _row([str(counts[v]) for v in VERDICT_ORDER], frozenset(range(len(VERDICT_ORDER))))
+        + "</table>"
+        + f"<p>{escape(fmt.method(result, history_runs))}</p>"
+    )
+
+
+def _runs(result: ComparisonResult) -> str:
+    rows = fmt.run_rows(result)
+    if result.baseline is None:
+        head, body = ["", "current"], [_row([label, now]) for label, now, _ in rows]
+    else:
+        head, body = ["", "current", "baseline"], [_row(list(r)) for r in rows]
+    return "<h2>Runs</h2><table>" + _row(head, tag="th") + "".join(body) + "</table>"
+
+
+def _table(verdict: Verdict, group: list[BenchmarkComparison], limits: bool) -> str:
+    at: int | None
+    if verdict is Verdict.NEW:
+        head = ["benchmark", "current median", "rounds", "figures"]
+        rows = [[c.fullname, fmt.seconds(c.record.median), str(c.record.rounds), fmt.figures(c)] for c in group]
+        numeric, at = {1, 2}, 3
+    elif verdict is Verdict.MISSING:
+        head = ["benchmark", "baseline median", "rounds"]
+        rows = [[c.fullname, fmt.seconds(c.record.median), str(c.record.rounds)] for c in group]
+        numeric, at = {1, 2}, None  # nothing current to relate to a limit
+    else:
+        head = ["benchmark", "baseline median", "current median", "ratio", "CI", "p-value", "threshold", "notes"]
+        rows = [_compared_cells(c) for c in group]
+        numeric, at = {1, 2, 3, 5, 6}, 4
+    if limits and at is not None:
+        head.insert(at, "x limit")
+        numeric = {i + (i >= at) for i in numeric} | {at}
+        for row, c in zip(rows, group):
+            row.insert(at, fmt.x_limit(c))
+    return "<table>" + _row(head, tag="th") + "".join(_row(r, frozenset(numeric)) for r in rows) + "</table>"
+
+
+def _group_figures(result: ComparisonResult) -> str:
+    figures = fmt.group_figures(result)
+    if not figures:
+        return ""
+    rows = "".join(_row(list(r), frozenset({3})) for r in figures)
+    head = _row(["group", "benchmark", "figure", "x limit"], tag="th")
+    return f"<h2>Figures by group</h2><p>{escape(fmt.X_LIMIT_LEGEND)}.</p><table>{head}{rows}</table>"
+
+
+def _compared_cells(c: BenchmarkComparison) -> list[str]:
+    notes = "; ".join(text for text in (fmt.figures(c), c.note or "") if text)
+    return [
+        c.fullname,
+        fmt.seconds(c.baseline.median if c.baseline else None),
+        fmt.seconds(c.current.median if c.current else None),
+        fmt.ratio(c.ratio),
+        fmt.interval(c.ci),
+        fmt.p_value(c.p_value),
+        fmt.percent(c.threshold),
+        notes,
+    ]
+
+
+def _figure(c: BenchmarkComparison, history: Sequence[BenchmarkRun], current: BenchmarkRun) -> str:
+    png = benchmark_figure(c, median_series(history, c.fullname), current.datetime)
+    data = base64.b64encode(png).decode("ascii")
+    name = escape(c.fullname)
+    return (
+        f'<figure><figcaption class="{c.verdict.value}">{name} ({c.verdict.value})</figcaption>'
+        f'<img alt="plot of {name}" src="data:image/png;base64,{data}"/></figure>'
+    )

@@ -1,0 +1,101 @@
+"""The machine-readable report (``report.json``, schema_version 1).
+
+Top level: ``schema_version``, ``failed`` (bool), ``threshold``/``alpha``/``confidence``, ``warnings`` and ``notes``
+(lists of str), ``counts`` (verdict -> int), ``current``/``baseline`` (source, datetime, pytest_benchmark_version,
+commit_info, machine: node/cpu/machine/machine_id/system/release/python_version/runtime; ``baseline`` is null when
+there is none), ``history_runs`` and ``benchmarks``: one object per benchmark with fullname, name, group, verdict,
+threshold, ratio, ci ([low, high] or null), p_value (null when not computable; so is any non-finite number), test, note,
+higher_is_better, limit (bool: a practical-limit entry), x_limit (median / its group's limit median in the current
+run, or null) and ``current``/``baseline`` summaries (seconds) or null.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from harness.report.compare import BenchmarkComparison, ComparisonResult
+from harness.report.load import BenchmarkRecord, BenchmarkRun
+from harness.report.machine import machine_fields, machine_id
+
+SCHEMA_VERSION = 1
+
+
+def render_json(result: ComparisonResult, history_runs: int) -> str:
+    """The report as JSON text (strict JSON: NaN becomes null)."""
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "failed": result.failed,
+        "threshold": result.threshold,
+        "alpha": result.alpha,
+        "confidence": result.confidence,
+        "warnings": list(result.warnings),
+        "notes": list(result.notes),
+        "counts": {verdict.value: count for verdict, count in result.counts().items()},
+        "current": _run(result.current),
+        "baseline": _run(result.baseline) if result.baseline is not None else None,
+        "history_runs": history_runs,
+        "benchmarks": [_benchmark(c) for c in result.comparisons],
+    }
+    return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+
+
+def _run(run: BenchmarkRun) -> dict[str, Any]:
+    info = run.machine_info
+    machine: dict[str, Any] = dict(machine_fields(info))
+    machine.update(
+        machine_id=machine_id(info) if any(machine.values()) else None,
+        system=info.get("system"),
+        release=info.get("release"),
+        python_version=info.get("python_version"),
+        runtime=info.get("runtime"),
+    )
+    return {
+        "source": run.source,
+        "datetime": run.datetime.isoformat(),
+        "pytest_benchmark_version": run.version,
+        "commit_info": dict(run.commit_info),
+        "machine": machine,
+    }
+
+
+def _benchmark(c: BenchmarkComparison) -> dict[str, Any]:
+    return {
+        "fullname": c.fullname,
+        "name": c.record.name,
+        "group": c.record.group,
+        "verdict": c.verdict.value,
+        "threshold": c.threshold,
+        "ratio": _finite(c.ratio),
+        "ci": [_finite(c.ci[0]), _finite(c.ci[1])] if c.ci else None,
+        "p_value": _finite(c.p_value),
+        "test": c.test,
+        "note": c.note,
+        "higher_is_better": c.higher_is_better,
+        "limit": c.is_limit,
+        "x_limit": _finite(c.x_limit),
+        "current": _record(c.current),
+        "baseline": _record(c.baseline),
+    }
+
+
+def _finite(value: float | None) -> float | None:
+    """JSON has no NaN or infinity: those (an untestable p-value, a degenerate bootstrap bound) become null."""
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _record(record: BenchmarkRecord | None) -> dict[str, Any] | None:
+    if record is None:
+        return None
+    return {
+        "median": record.median,
+        "mean": record.mean,
+        "stddev": record.stddev,
+        "min": record.min,
+        "max": record.max,
+        "iqr": record.iqr,
+        "rounds": record.rounds,
+        "per_round_data": record.data is not None,
+        "extra_info": dict(record.extra_info),
+    }

@@ -1,0 +1,150 @@
+"""The statistics behind a verdict: a significance test, an effect size (ratio of medians) and its bootstrap CI.
+
+Rule (time, lower is better; ``t`` is the benchmark's threshold as a fraction):
+- regressed: the test rejects "same distribution" at ``alpha`` AND current/baseline median > 1 + t;
+- improved:  the test rejects at ``alpha`` AND the ratio < 1 / (1 + t) (the same distance in log scale);
+- unchanged: otherwise. Requiring both keeps noise from raising alarms (a tiny but significant shift over thousands of
+  rounds stays "unchanged") and keeps one unlucky round from doing so (a large but insignificant shift too).
+
+Test: with per-round data on both sides, the two-sided Mann-Whitney U test (``scipy.stats.mannwhitneyu``) on the
+rounds, and a percentile bootstrap CI of the ratio of medians (both sides resampled independently, seeded numpy).
+Without per-round data on either side, the weaker fallback is Welch's t-test on the summary mean/stddev/rounds
+(``scipy.stats.ttest_ind_from_stats``, equal_var=False), which assumes roughly normal round times and tests means, not
+medians; no CI is given then.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+from scipy import stats as sps
+
+from harness.report.load import BenchmarkRecord
+
+MANN_WHITNEY = "mann-whitney-u"
+WELCH_SUMMARY = "welch-t-summary"
+# Bootstrap resamples are drawn in chunks of at most this many elements to bound memory (8 bytes each).
+_BOOTSTRAP_CHUNK_ELEMENTS = 4_000_000
+# Above this many rounds, bootstrap medians come from their exact order-statistic distribution (see bootstrap_medians).
+DIRECT_RESAMPLE_LIMIT = 5000
+
+
+class Verdict(str, Enum):
+    """The outcome for one benchmark (keyed by fullname) in current vs baseline."""
+
+    REGRESSED = "regressed"
+    IMPROVED = "improved"
+    UNCHANGED = "unchanged"
+    NEW = "new"
+    MISSING = "missing"
+
+
+@dataclass(frozen=True)
+class SampleComparison:
+    """The statistics of one benchmark present on both sides.
+
+    ``ratio``: current median / baseline median (> 1 is slower). ``ci``: bootstrap confidence interval of ``ratio`` or
+    None (summary fallback). ``p_value``: two-sided, NaN when the test cannot be computed. ``test``: MANN_WHITNEY or
+    WELCH_SUMMARY. ``note``: why the evidence is weak, or None.
+    """
+
+    verdict: Verdict
+    ratio: float
+    ci: tuple[float, float] | None
+    p_value: float
+    test: str
+    note: str | None
+
+
+def compare_records(
+    current: BenchmarkRecord,
+    baseline: BenchmarkRecord,
+    *,
+    threshold: float,
+    alpha: float,
+    confidence: float,
+    n_resamples: int,
+    rng: np.random.Generator,
+) -> SampleComparison:
+    """Decide the verdict of one benchmark from its current and baseline records (see the module rule).
+
+    ``threshold`` is a fraction > 0, ``alpha`` the test level in (0, 1), ``confidence`` the CI level in (0, 1),
+    ``n_resamples`` the number of bootstrap resamples, ``rng`` the generator they are drawn from.
+    """
+    note = None
+    if current.data is not None and baseline.data is not None and min(current.data.size, baseline.data.size) >= 2:
+        test = MANN_WHITNEY
+        p_value = float(sps.mannwhitneyu(current.data, baseline.data, alternative="two-sided").pvalue)
+        ratio = float(np.median(current.data) / np.median(baseline.data))
+        ci: tuple[float, float] | None = bootstrap_ratio_ci(
+            current.data, baseline.data, confidence=confidence, n_resamples=n_resamples, rng=rng
+        )
+    else:
+        test, ci = WELCH_SUMMARY, None
+        ratio = current.median / baseline.median
+        p_value = welch_p_value(current, baseline)
+        note = "per-round data missing on one or both sides: Welch t-test on summary stats (weaker)"
+    if math.isnan(p_value):
+        note = "too few rounds or no spread: significance cannot be tested"
+    significant = p_value < alpha
+    if significant and ratio > 1.0 + threshold:
+        verdict = Verdict.REGRESSED
+    elif significant and ratio < 1.0 / (1.0 + threshold):
+        verdict = Verdict.IMPROVED
+    else:
+        verdict = Verdict.UNCHANGED
+    return SampleComparison(verdict=verdict, ratio=ratio, ci=ci, p_value=p_value, test=test, note=note)
+
+
+def welch_p_value(current: BenchmarkRecord, baseline: BenchmarkRecord) -> float:
+    """Two-sided Welch t-test p-value from summary mean, stddev and rounds; NaN with < 2 rounds or zero spread."""
+    if min(current.rounds, baseline.rounds) < 2 or current.stddev == baseline.stddev == 0.0:
+        return math.nan
+    result = sps.ttest_ind_from_stats(
+        current.mean, current.stddev, current.rounds, baseline.mean, baseline.stddev, baseline.rounds, equal_var=False
+    )
+    return float(result.pvalue)
+
+
+def bootstrap_ratio_ci(
+    current: np.ndarray,
+    baseline: np.ndarray,
+    *,
+    confidence: float,
+    n_resamples: int,
+    rng: np.random.Generator,
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of median(current) / median(baseline), resampling each side independently.
+
+    ``current`` and ``baseline`` are 1-D arrays of per-round seconds.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = bootstrap_medians(current, n_resamples, rng) / bootstrap_medians(baseline, n_resamples, rng)
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    low, high = np.percentile(ratios, [tail, 100.0 - tail])
+    return float(low), float(high)
+
+
+def bootstrap_medians(values: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` medians of resamples (with replacement, same size) of the 1-D array ``values``.
+
+    Up to DIRECT_RESAMPLE_LIMIT values the resamples are drawn (cost O(count * n)). Above it, the median of a resample
+    is drawn from its exact distribution instead (cost O(n log n + count log n)): the k-th smallest of a resample,
+    k = (n + 1) // 2, is at most the j-th smallest value iff at least k of the n draws are, so
+    P(median* <= x_(j)) = P(Binomial(n, j / n) >= k). For even n this is the lower median, which differs from the
+    average of the middle two by one spacing, negligible at that size.
+    """
+    size = values.size
+    if size <= DIRECT_RESAMPLE_LIMIT:
+        chunk = max(1, _BOOTSTRAP_CHUNK_ELEMENTS // size)
+        parts = [
+            np.median(rng.choice(values, size=(min(chunk, count - start), size)), axis=1) for start in range(0, count, chunk)
+        ]
+        return np.concatenate(parts)
+    ordered = np.sort(values)
+    cdf = sps.binom.sf((size + 1) // 2 - 1, size, np.arange(1, size + 1) / size)
+    cdf[-1] = 1.0
+    return ordered[np.searchsorted(cdf, rng.random(count), side="left")]

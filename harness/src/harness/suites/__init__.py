@@ -1,0 +1,1 @@
+"""Cross-backend test suites; run with ``pytest --pyargs harness.suites`` (or by path) and ``--backends``."""
