@@ -1,0 +1,39 @@
+"""Fixtures of the benchmark suites."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from harness.benchmarks.measure import MakeBuffer
+from runtime_core.allocator import LRUAllocator
+from runtime_core.buffer import Buffer
+from runtime_core.device import Device
+from runtime_core.dtype import DType
+
+
+@pytest.fixture
+def device_buffers(device: str) -> Iterator[MakeBuffer]:
+    """A factory of allocated buffers on ``device``: ``make(array)`` holds a copy of a numpy array, ``make(n, dtype)``
+    is ``n`` uninitialized elements. At teardown every buffer is deallocated and the device's LRU cache emptied, so the
+    hundreds of MiB a benchmark allocates are given back before the next one."""
+    made: list[Buffer] = []
+
+    def make(data: np.ndarray | int, dtype: DType | None = None) -> Buffer:
+        if isinstance(data, np.ndarray):
+            buf = Buffer.from_numpy(device, data)
+        elif dtype is None:
+            raise TypeError(f"make({data!r}) needs a dtype for an uninitialized buffer of {data} elements")
+        else:
+            buf = Buffer(device, data, dtype).allocate()
+        made.append(buf)
+        return buf
+
+    yield make
+    for buf in made:
+        buf.deallocate()
+    allocator = Device[device].allocator
+    if isinstance(allocator, LRUAllocator):
+        allocator.free_cache()

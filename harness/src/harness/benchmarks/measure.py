@@ -1,0 +1,147 @@
+"""Helpers shared by the benchmark modules: loading a kernel on a device and recording results in ``extra_info``.
+
+Every benchmark stores, in ``benchmark.extra_info``:
+
+* ``device``: the device name, or ``"host"`` for a limit measured without any device;
+* ``unit`` and ``value``: the benchmark's natural figure (e.g. ``"GB/s"``), computed from the median time of a round
+  (pytest-benchmark's per-iteration median, in seconds);
+* one key per unit with the same kind of figure (``"GB/s"``, ``"elements/s"``): the report prints numeric ``extra_info``
+  keys as figures, named by their key;
+* ``limit``: ``True`` on the practical-limit entry of a group (what the same work costs without the runtime, e.g.
+  ``numpy.copyto`` beside ``Buffer.copyin``), ``False`` elsewhere; ``reference`` names what a limit entry measures;
+* ``higher_is_better``: ``True`` for throughput figures (noted in the report; its verdicts are always on time);
+* sizes of the work: ``size_bytes``, ``elements``, ``shape`` as the benchmark defines them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+import pytest
+
+from runtime_core.buffer import Buffer
+from runtime_core.device import Device
+from runtime_core.dtype import DType
+from runtime_core.ir import Kernel
+from runtime_core.program import Program
+
+__all__ = ["MakeBuffer", "HOST", "ROUNDS", "SLOW_CALL_S", "load", "launcher", "probe", "run", "median_seconds",
+           "record_time", "record_rate"]
+
+HOST = "host"  # the ``device`` of limit entries that use no device at all
+ROUNDS = 7  # rounds of a slow benchmark: the regression report needs at least 7 per-round times
+SLOW_CALL_S = 0.05  # a call this long gets explicit rounds; quicker ones let pytest-benchmark calibrate (~1 s each)
+
+_TIME_UNITS = {"us/call": 1e6, "ms/compile": 1e3}
+
+
+class MakeBuffer(Protocol):
+    """``make(array)`` or ``make(n_elements, dtype)``: an allocated :class:`Buffer` (the ``device_buffers`` fixture)."""
+
+    def __call__(self, data: np.ndarray | int, dtype: DType | None = None) -> Buffer: ...
+
+
+def load(device: str, kernel: Kernel) -> Program:
+    """Render, compile (``Compiler.compile``: no compile cache is read or written) and load ``kernel`` on ``device``.
+
+    Skips the calling test (``pytest.skip``, with the reason) when the device has no renderer/compiler/runtime, as a
+    storage-only device such as DISK; raises whatever the backend raises for an unsupported kernel (``ValueError``) or a
+    failed compile (``CompileError``).
+    """
+    dev = Device[device]
+    if dev.renderer is None or dev.compiler is None or dev.runtime is None:
+        pytest.skip(f"{device} has no renderer/compiler/runtime, so it cannot run kernel {kernel.name!r}")
+    return dev.runtime(kernel.name, dev.compiler.compile(dev.renderer.render(kernel)))
+
+
+def launcher(program: Program, kernel: Kernel, buffers: Sequence[Buffer], *,
+             wait: bool = True) -> Callable[[], float | None]:
+    """A no-argument callable that launches ``program`` on ``buffers`` with ``kernel``'s launch shape and returns what
+    the program returns (device seconds when ``wait``). Buffer handles are looked up once, outside the timed call."""
+    handles = [b.opaque for b in buffers]
+    gs, ls = kernel.global_size, kernel.local_size
+
+    def launch() -> float | None:
+        return program(*handles, global_size=gs, local_size=ls, wait=wait)
+    return launch
+
+
+def run(benchmark: Any, fn: Callable[[], Any], probe_s: float) -> None:
+    """Time ``fn`` (no arguments): ``benchmark(fn)`` (calibrated, ``--benchmark-max-time``) when one call took less
+    than ``SLOW_CALL_S``, else ``benchmark.pedantic`` with ``ROUNDS`` rounds of one iteration, so a slow call still
+    yields ``ROUNDS`` per-round times.
+
+    ``probe_s`` is the duration of an untimed call of ``fn`` made just before (the correctness check). That first call
+    may have paid one-off costs (page faults on fresh buffers, cold caches), so a probe between ``SLOW_CALL_S`` and 1 s
+    is repeated before deciding. A probe of 1 s or more counts as the warm-up round: repeating such a call only to warm
+    caches would cost seconds per device.
+    """
+    if SLOW_CALL_S <= probe_s < 1.0:
+        _, probe_s = probe(fn)
+    if probe_s < SLOW_CALL_S:
+        benchmark(fn)
+    else:
+        benchmark.pedantic(fn, rounds=ROUNDS, iterations=1, warmup_rounds=0 if probe_s >= 1.0 else 1)
+
+
+def probe(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """Call ``fn`` once; return its result and the wall time in seconds (``time.perf_counter``)."""
+    start = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - start
+
+
+def median_seconds(benchmark: Any) -> float:
+    """The median time of one call in seconds, from the finished benchmark's stats.
+
+    Raises ``RuntimeError`` when the benchmark has not run yet (call this after ``benchmark(...)``/``pedantic``).
+    """
+    if benchmark.stats is None:
+        raise RuntimeError(f"benchmark {benchmark.name!r} has no stats yet: record after benchmark(...) has run")
+    return float(benchmark.stats.stats.median)
+
+
+def _base(benchmark: Any, device: str, limit: bool, reference: str | None, info: Mapping[str, Any]) -> None:
+    if limit and not reference:
+        raise ValueError("a limit entry must name what it measures (reference=...)")
+    benchmark.extra_info.update({"device": device, "limit": limit, **info})
+    if reference:
+        benchmark.extra_info["reference"] = reference
+
+
+def record_time(benchmark: Any, device: str, unit: str, *, limit: bool = False, reference: str | None = None,
+                **info: Any) -> None:
+    """Record the median time per call in ``unit`` (``"us/call"`` or ``"ms/compile"``) plus ``info``.
+
+    Does nothing when the benchmark is disabled (``--benchmark-disable`` runs the function once without timing).
+    Raises ``ValueError`` for another unit, or a limit without ``reference``.
+    """
+    if unit not in _TIME_UNITS:
+        raise ValueError(f"time unit must be one of {sorted(_TIME_UNITS)}, got {unit!r}")
+    if benchmark.disabled:
+        return
+    value = median_seconds(benchmark) * _TIME_UNITS[unit]
+    _base(benchmark, device, limit, reference, info)
+    benchmark.extra_info.update({"unit": unit, "value": value, unit: value})
+
+
+def record_rate(benchmark: Any, device: str, per_call: Mapping[str, float], *, limit: bool = False,
+                reference: str | None = None, **info: Any) -> None:
+    """Record throughput figures: for each ``unit -> amount done by one call`` of ``per_call`` (e.g.
+    ``{"GB/s": nbytes / 1e9, "elements/s": n}``), ``amount / median seconds`` under the key ``unit``. The first entry is
+    also ``unit``/``value``. Does nothing when the benchmark is disabled.
+
+    Raises ``ValueError`` for an empty ``per_call``, a non-positive amount, or a limit without ``reference``.
+    """
+    if not per_call or any(not amount > 0 for amount in per_call.values()):
+        raise ValueError(f"per_call must map units to positive amounts per call, got {dict(per_call)!r}")
+    if benchmark.disabled:
+        return
+    median = median_seconds(benchmark)
+    rates = {unit: amount / median for unit, amount in per_call.items()}
+    first = next(iter(rates))
+    _base(benchmark, device, limit, reference, info)
+    benchmark.extra_info.update({"unit": first, "value": rates[first], **rates, "higher_is_better": True})

@@ -1,0 +1,92 @@
+"""Compile time of the elementwise add kernel's rendered source: cold (``Compiler.compile``: the compiler runs every
+time) and cached (``Compiler.compile_cached`` served from a warm sqlite cache in a fresh ``RUNTIME_CACHE_DB``).
+Limits: for cold, compiling the empty kernel on the same device (the fixed cost of one compiler run; one group per
+device, ``compile-cold-<device>``); for cached, one
+indexed sqlite3 ``SELECT`` of a blob of the same size on an open connection (the floor of a sqlite-backed cache).
+Unit: ms/compile. A compiler without a cache key (e.g. PYTHON's) has no cache: its "cached" entry measures
+``compile_cached`` falling through to ``compile`` and records ``cached: False``."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.benchmarks.kernels import GROUP, add_kernel, empty_kernel
+from harness.benchmarks.measure import HOST, probe, record_time, run
+from runtime_core.compiler import CACHE_ENV, DISABLE_ENV
+from runtime_core.device import Device
+from runtime_core.ir import Kernel
+
+ADD_N = GROUP  # the source does not depend on the element count; the smallest valid one
+# a cold compile starts a compiler process and a cached one opens a sqlite file: both depend on process start-up and
+# file-system latency, which spread their rounds by 10-35% (IQR / median) on the 2-core reference machine
+NOISY = pytest.mark.bench_threshold(0.25)
+
+
+def _source(device: str, kernel: Kernel) -> str:
+    renderer = Device[device].renderer
+    if renderer is None or Device[device].compiler is None:
+        pytest.skip(f"{device} has no renderer/compiler: nothing to compile")
+    return renderer.render(kernel)
+
+
+@NOISY
+@pytest.mark.parametrize("which", ["add", "empty"], ids=["add", "limit_empty"])
+def test_compile_cold(benchmark: Any, device: str, which: str) -> None:
+    # the limit is the device's own compiler, so each device gets its own group (the report takes one limit per group)
+    benchmark.group = f"compile-cold-{device}"
+    kernel = add_kernel(ADD_N) if which == "add" else empty_kernel()
+    src, compiler = _source(device, kernel), Device[device].compiler
+    lib, t = probe(lambda: compiler.compile(src))
+    if not isinstance(lib, bytes) or not lib:
+        pytest.fail(f"{device}: compile returned {type(lib).__name__} of length {len(lib)}, not non-empty bytes")
+    run(benchmark, lambda: compiler.compile(src), t)
+    if which == "add":
+        record_time(benchmark, device, "ms/compile", kernel=kernel.name, source_chars=len(src))
+    else:
+        record_time(benchmark, device, "ms/compile", limit=True, reference="compile of the empty kernel",
+                    kernel=kernel.name, source_chars=len(src))
+
+
+@NOISY
+@pytest.mark.benchmark(group="compile-cached")
+def test_compile_cached(benchmark: Any, device: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache.db"))
+    monkeypatch.delenv(DISABLE_ENV, raising=False)
+    kernel = add_kernel(ADD_N)
+    src, compiler = _source(device, kernel), Device[device].compiler
+    lib = compiler.compile_cached(src)  # warms the cache
+    cached = compiler.cachekey is not None
+    if cached:  # every timed call must be a hit: compiling now would be a bug
+        def refuse(_: str) -> bytes:
+            raise RuntimeError(f"{device}: compile_cached recompiled a source it had just cached")
+        monkeypatch.setattr(compiler, "compile", refuse)
+    again, t = probe(lambda: compiler.compile_cached(src))
+    if again != lib:
+        pytest.fail(f"{device}: compile_cached returned {len(again)} bytes, the first compile {len(lib)} bytes")
+    run(benchmark, lambda: compiler.compile_cached(src), t)
+    record_time(benchmark, device, "ms/compile", kernel=kernel.name, cached=cached, size_bytes=len(lib))
+
+
+@pytest.mark.benchmark(group="compile-cached")
+def test_compile_cached_limit_sqlite_select(benchmark: Any, tmp_path: Path) -> None:
+    nbytes = 4096  # the order of a small kernel's object file
+    blob = bytes(range(256)) * (nbytes // 256)
+    conn = sqlite3.connect(tmp_path / "limit.db", isolation_level=None)
+    try:
+        conn.execute("CREATE TABLE t (key TEXT PRIMARY KEY, lib BLOB NOT NULL)")
+        conn.execute("INSERT INTO t VALUES (?, ?)", ("k" * 64, blob))
+
+        def select() -> bytes:
+            return conn.execute("SELECT lib FROM t WHERE key = ?", ("k" * 64,)).fetchone()[0]
+
+        if select() != blob:
+            pytest.fail("sqlite3 returned a different blob than it stored")
+        benchmark(select)
+    finally:
+        conn.close()
+    record_time(benchmark, HOST, "ms/compile", limit=True, size_bytes=nbytes,
+                reference="indexed sqlite3 SELECT of a 4 KiB blob on an open connection")

@@ -1,0 +1,61 @@
+"""Host <-> device copy bandwidth: ``Buffer.copyin`` from and ``Buffer.copyout`` to a preallocated host numpy array, at
+4 KiB, 1 MiB, 64 MiB and 256 MiB (one group per size). Limit: ``numpy.copyto`` between two host arrays of the same
+size. Unit: GB/s (1e9 bytes per second) of payload."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from harness.benchmarks.measure import HOST, MakeBuffer, probe, record_rate, run
+from runtime_core.dtype import dtypes
+
+KiB, MiB = 1 << 10, 1 << 20
+# copies of 64 MiB and more run at DRAM bandwidth, which every other process on the machine shares; on the 2-core
+# reference machine their rounds spread by 30-60% (IQR / median), so they get a wider regression threshold
+_NOISY = 0.25
+
+
+def _size_param(label: str, nbytes: int) -> Any:
+    marks = [pytest.mark.benchmark(group=f"copy-{label}")]
+    if nbytes >= 64 * MiB:
+        marks.append(pytest.mark.bench_threshold(_NOISY))
+    return pytest.param(nbytes, id=label, marks=marks)
+
+
+SIZES = [_size_param("4KiB", 4 * KiB), _size_param("1MiB", MiB), _size_param("64MiB", 64 * MiB),
+         _size_param("256MiB", 256 * MiB)]
+
+
+def _host_pair(rng: np.random.Generator, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Random source bytes and a destination whose pages are already touched (no page faults in timed calls)."""
+    return np.frombuffer(rng.bytes(nbytes), dtype=np.uint8), np.ones(nbytes, dtype=np.uint8)
+
+
+@pytest.mark.parametrize("direction", ["copyin", "copyout"])
+@pytest.mark.parametrize("nbytes", SIZES)
+def test_copy(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np.random.Generator, nbytes: int,
+              direction: str) -> None:
+    src, dst = _host_pair(rng, nbytes)
+    buf = device_buffers(nbytes, dtypes.uint8)
+    _, t_in = probe(lambda: buf.copyin(src))
+    _, t_out = probe(lambda: buf.copyout(dst))
+    np.testing.assert_array_equal(dst, src, err_msg=f"{device}: copyin then copyout of {nbytes} bytes changed them")
+
+    if direction == "copyin":
+        run(benchmark, lambda: buf.copyin(src), t_in)
+    else:
+        run(benchmark, lambda: buf.copyout(dst), t_out)
+    record_rate(benchmark, device, {"GB/s": nbytes / 1e9}, size_bytes=nbytes, direction=direction)
+
+
+@pytest.mark.parametrize("nbytes", SIZES)
+def test_copy_limit_numpy_copyto(benchmark: Any, rng: np.random.Generator, nbytes: int) -> None:
+    src, dst = _host_pair(rng, nbytes)
+    _, t = probe(lambda: np.copyto(dst, src))
+    np.testing.assert_array_equal(dst, src)
+    run(benchmark, lambda: np.copyto(dst, src), t)
+    record_rate(benchmark, HOST, {"GB/s": nbytes / 1e9}, limit=True, reference="numpy.copyto of the same bytes",
+                size_bytes=nbytes)

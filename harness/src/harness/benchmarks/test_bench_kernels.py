@@ -1,0 +1,135 @@
+"""Kernel throughput of three IR kernels (``harness.benchmarks.kernels``) against numpy on the host:
+
+* elementwise add of 16M (16 * 2**20) float32: GB/s (12 bytes moved per element) and elements/s; limit
+  ``numpy.add(a, b, out=c)``;
+* row sums of a 4096 x 4096 float32 matrix, one thread per row with a serial RANGE + ACC loop: elements/s; limit
+  ``numpy.sum(x, axis=1)``;
+* naive matmul of 1024 x 1024 float32: GFLOP/s (2 n**3 flops); limit ``numpy.matmul`` (BLAS).
+
+The PYTHON backend interprets the IR with numpy, materializing one array of every thread's value per op: at 16M
+elements an add took about 4.8 s a round on the 2-core reference machine and a 1024 matmul would take over 15 s
+(it scales as n**3 from 0.26 s at 256), so it runs the add at 4M elements and the matmul at 256 x 256 (``REDUCED``);
+the size used is in each entry's ``elements``/``shape``. The report's "x limit" divides median times within a group,
+so a group holds one problem size: its name ends with the size, the device entries join the group of their size
+(set in the test, since the size depends on the device) and a numpy limit is measured at every size in use.
+Every kernel's output is checked once against numpy before timing, so a broken kernel cannot report a fast number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from harness.assertions import assert_close
+from harness.benchmarks.kernels import add_kernel, matmul_kernel, row_sum_kernel
+from harness.benchmarks.measure import HOST, MakeBuffer, launcher, load, probe, record_rate, run
+from runtime_core.dtype import dtypes
+
+ADD_N = 16 * 2**20
+ROWS = COLS = 4096
+MATMUL_N = 1024
+REDUCED = {"PYTHON": {"add_n": 2**22, "matmul_n": 256}}  # see the module docstring
+# float32 recursive sums of n terms err by at most gamma_(n-1) * sum|x_i| and dot products of length n by
+# gamma_n * |a|.|b|, gamma_k = k u / (1 - k u), u = 2**-24 (Higham, "Accuracy and Stability of Numerical Algorithms",
+# 2nd ed., sections 3.1 and 4.2); the terms here are >= 0, so that is relative to the float64 reference (factor 1.01
+# covers the denominator)
+SUM_RTOL = COLS * 2.0**-24 * 1.01
+DOT_RTOL = (MATMUL_N + 1) * 2.0**-24 * 1.01
+# add and row sum stream 64-192 MiB through DRAM and numpy's matmul runs BLAS threads on every core: all share the
+# machine with other processes, and their rounds spread by 25-60% (IQR / median) on the 2-core reference machine
+NOISY = pytest.mark.bench_threshold(0.25)
+ROWSUM_GROUP = f"kernel-rowsum-float32-{ROWS}x{COLS}"
+
+
+def _size(device: str, key: str, full: int) -> int:
+    return REDUCED.get(device, {}).get(key, full)
+
+
+def _add_group(n: int) -> str:
+    return f"kernel-add-float32-{n >> 20}M" if n % 2**20 == 0 else f"kernel-add-float32-{n}"
+
+
+def _matmul_group(n: int) -> str:
+    return f"kernel-matmul-float32-{n}"
+
+
+def _sizes(key: str, full: int, group: Callable[[int], str]) -> list[Any]:
+    """One pytest param per problem size in use (the full one and every reduced one), in its benchmark group."""
+    sizes = sorted({full} | {r[key] for r in REDUCED.values() if key in r})
+    return [pytest.param(n, id=str(n), marks=pytest.mark.benchmark(group=group(n))) for n in sizes]
+
+
+@NOISY
+def test_add(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np.random.Generator) -> None:
+    n = _size(device, "add_n", ADD_N)
+    benchmark.group = _add_group(n)
+    a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+    kernel = add_kernel(n)
+    bufs = [device_buffers(a), device_buffers(b), device_buffers(n, dtypes.float32)]
+    launch = launcher(load(device, kernel), kernel, bufs)
+    _, t = probe(launch)
+    assert_close(bufs[2].numpy(), a + b, dtypes.float32)
+    run(benchmark, launch, t)
+    record_rate(benchmark, device, {"GB/s": 12 * n / 1e9, "elements/s": n}, elements=n, size_bytes=12 * n)
+
+
+@NOISY
+@pytest.mark.parametrize("n", _sizes("add_n", ADD_N, _add_group))
+def test_add_limit_numpy(benchmark: Any, rng: np.random.Generator, n: int) -> None:
+    a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+    c = np.ones_like(a)
+    _, t = probe(lambda: np.add(a, b, out=c))
+    run(benchmark, lambda: np.add(a, b, out=c), t)
+    record_rate(benchmark, HOST, {"GB/s": 12 * n / 1e9, "elements/s": n}, limit=True,
+                reference="numpy.add(a, b, out=c)", elements=n, size_bytes=12 * n)
+
+
+@pytest.mark.benchmark(group=ROWSUM_GROUP)
+@NOISY
+def test_row_sum(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np.random.Generator) -> None:
+    x = rng.random(ROWS * COLS, dtype=np.float32)
+    kernel = row_sum_kernel(ROWS, COLS)
+    bufs = [device_buffers(x), device_buffers(ROWS, dtypes.float32)]
+    launch = launcher(load(device, kernel), kernel, bufs)
+    _, t = probe(launch)
+    assert_close(bufs[1].numpy(), x.reshape(ROWS, COLS).sum(axis=1, dtype=np.float64), dtypes.float32, rtol=SUM_RTOL)
+    run(benchmark, launch, t)
+    record_rate(benchmark, device, {"elements/s": ROWS * COLS, "GB/s": 4 * ROWS * COLS / 1e9},
+                elements=ROWS * COLS, shape=[ROWS, COLS])
+
+
+@pytest.mark.benchmark(group=ROWSUM_GROUP)
+@NOISY
+def test_row_sum_limit_numpy(benchmark: Any, rng: np.random.Generator) -> None:
+    x = rng.random((ROWS, COLS), dtype=np.float32)
+    _, t = probe(lambda: np.sum(x, axis=1))
+    run(benchmark, lambda: np.sum(x, axis=1), t)
+    record_rate(benchmark, HOST, {"elements/s": ROWS * COLS, "GB/s": 4 * ROWS * COLS / 1e9}, limit=True,
+                reference="numpy.sum(x, axis=1)", elements=ROWS * COLS, shape=[ROWS, COLS])
+
+
+def test_matmul(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np.random.Generator) -> None:
+    n = _size(device, "matmul_n", MATMUL_N)
+    benchmark.group = _matmul_group(n)
+    a, b = rng.random((n, n), dtype=np.float32), rng.random((n, n), dtype=np.float32)
+    kernel = matmul_kernel(n)
+    bufs = [device_buffers(a), device_buffers(b), device_buffers(n * n, dtypes.float32)]
+    launch = launcher(load(device, kernel), kernel, bufs)
+    _, t = probe(launch)
+    assert_close(bufs[2].numpy(), (a.astype(np.float64) @ b).ravel(), dtypes.float32, rtol=DOT_RTOL)
+    run(benchmark, launch, t)
+    record_rate(benchmark, device, {"GFLOP/s": 2 * n**3 / 1e9}, shape=[n, n, n])
+
+
+@NOISY
+@pytest.mark.parametrize("n", _sizes("matmul_n", MATMUL_N, _matmul_group))
+def test_matmul_limit_numpy(benchmark: Any, rng: np.random.Generator, n: int) -> None:
+    a, b = rng.random((n, n), dtype=np.float32), rng.random((n, n), dtype=np.float32)
+    c = np.ones_like(a)
+    _, t = probe(lambda: np.matmul(a, b, out=c))
+    run(benchmark, lambda: np.matmul(a, b, out=c), t)
+    record_rate(benchmark, HOST, {"GFLOP/s": 2 * n**3 / 1e9}, limit=True, reference="numpy.matmul (BLAS)",
+                shape=[n, n, n])
