@@ -376,7 +376,9 @@ def test_pointer_as_load_index_is_rejected():
 
 
 @pytest.mark.parametrize("value, dt", [(2**40, i32), (float("nan"), i32), (float("inf"), dtypes.int64), (-1, dtypes.uint8),
-                                       (10**400, f32), ("1", f32), (True, i32), (1, dtypes.bool)])
+                                       (10**400, f32), ("1", f32), (True, i32), (1, dtypes.bool)],
+                         ids=["2**40-int32", "nan-int32", "inf-int64", "-1-uint8", "10**400-float32", "str-float32",
+                              "bool-int32", "int-bool"])
 def test_invalid_constants(value, dt):
     with pytest.raises(IRError, match="is not a valid"):
         validate(Kernel("k", [_c(value, dt)]))
@@ -478,7 +480,8 @@ def _doc(**kw):
     (_doc(ops=[["CONST", "int32", [], {"f": "nan"}]]), "not a valid int32"),
     (_doc(ops=[["CONST", "int32", [], 1]] * 2 + [["ADD", "int32", [0, 0.5], None]]), "source index"),
     ('{"format": "runtime-ir/1", "name": "k", "global_size": [' + "9" * 5000 + ", 1, 1]}", "malformed"),
-])
+], ids=["list", "null", "int", "deep-list", "deep-dict", "name-int", "name-list", "size-bool", "local-bool",
+        "nan-int", "src-float", "5000-digits"])
 def test_hostile_ir_json_raises_irerror(text, match):
     with pytest.raises(IRError, match=match):
         loads(text)
@@ -489,3 +492,11 @@ def test_hostile_deep_argument_nesting_raises_irerror():
     text = _doc(ops=[]).replace('"ops": []', f'"ops": [["SPECIAL", "int32", [], {arg}]]')
     with pytest.raises(IRError):
         loads(text)
+
+
+@pytest.mark.parametrize("kwargs", [{"external_ptr": 0}, {"external_ptr": -5}, {"external_ptr": "abc"},
+                                    {"external_ptr": 1.5}, {"external_ptr": True}, {"uncached": "no"}, {"nolru": 1}])
+def test_buffer_spec_fields_are_checked(kwargs):
+    """external_ptr=0 used to become the handle of a CPU buffer, and the first copyin wrote to NULL."""
+    with pytest.raises(TypeError, match="BufferSpec"):
+        BufferSpec(**kwargs)

@@ -41,10 +41,9 @@ extern "C" __global__ void reduce(const float* in, float* out, int n) {
 
 
 def _record(benchmark: Any, emulator: str, kernel: str, threads: int) -> None:
-    """Emulated threads per second from the median round; mock_gpu and numba entries of a kernel share one group so the
+    """Emulated threads per second from the median round. mock_gpu and numba entries of a kernel share one group so the
     report lists their figures side by side (their sizes differ, so compare threads/s, not times)."""
     rate = threads / benchmark.stats.stats.median
-    benchmark.group = f"emulator-{kernel}"
     benchmark.extra_info.update({"emulator": emulator, "kernel": kernel, "threads": threads, "block": BLOCK,
                                  "threads_per_s": rate, "value": rate, "unit": "threads/s", "higher_is_better": True})
 
@@ -106,6 +105,7 @@ def _mock_launcher(cu: Any, module: Any, name: str, n: int, ptrs: tuple, grid: i
     return run
 
 
+@pytest.mark.benchmark(group="emulator-vector_add")
 def test_mockgpu_vector_add(benchmark: Any, mock_driver: tuple[Any, Any]) -> None:
     cu, module = mock_driver
     rng = np.random.default_rng(0)
@@ -116,6 +116,7 @@ def test_mockgpu_vector_add(benchmark: Any, mock_driver: tuple[Any, Any]) -> Non
     _record(benchmark, "mock_gpu", "vector_add", MOCK_N)
 
 
+@pytest.mark.benchmark(group="emulator-shared_reduction")
 def test_mockgpu_shared_reduction(benchmark: Any, mock_driver: tuple[Any, Any]) -> None:
     cu, module = mock_driver
     data = np.random.default_rng(1).integers(-100, 100, MOCK_N).astype(np.float32)  # exact partial sums
@@ -169,6 +170,7 @@ def _numba_kernels(numba_cuda: Any) -> tuple[Any, Any]:
     return vadd, reduce
 
 
+@pytest.mark.benchmark(group="emulator-vector_add")
 def test_numba_sim_vector_add(benchmark: Any, numba_cuda: Any) -> None:
     vadd, _ = _numba_kernels(numba_cuda)
     n = NUMBA_VADD_N
@@ -178,6 +180,7 @@ def test_numba_sim_vector_add(benchmark: Any, numba_cuda: Any) -> None:
     _record(benchmark, "numba_cudasim", "vector_add", n)
 
 
+@pytest.mark.benchmark(group="emulator-shared_reduction")
 def test_numba_sim_shared_reduction(benchmark: Any, numba_cuda: Any) -> None:
     _, reduce = _numba_kernels(numba_cuda)
     n = NUMBA_REDUCE_N

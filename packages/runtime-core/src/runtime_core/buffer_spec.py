@@ -17,6 +17,10 @@ class BufferSpec:
         host: allocate host (pinned) memory owned by the device's driver instead of device memory.
         nolru: never keep it in an :class:`~runtime_core.allocator.LRUAllocator` cache after free.
         external_ptr: wrap memory the caller owns at this address instead of allocating; never freed by the runtime.
+            The runtime cannot check that the memory exists or is large enough: the caller keeps it alive and sized.
+
+    Raises ``TypeError`` for a flag that is not a bool or an ``external_ptr`` that is not a positive int (a NULL or
+    negative address would crash the first copy).
     """
 
     uncached: bool = False
@@ -24,3 +28,11 @@ class BufferSpec:
     host: bool = False
     nolru: bool = False
     external_ptr: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("uncached", "cpu_access", "host", "nolru"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"BufferSpec.{name} must be a bool, got {getattr(self, name)!r}")
+        ptr = self.external_ptr
+        if ptr is not None and (isinstance(ptr, bool) or not isinstance(ptr, int) or ptr <= 0):
+            raise TypeError(f"BufferSpec.external_ptr must be None or a positive int address, got {ptr!r}")

@@ -95,9 +95,9 @@ _USER_SPACE_END = 1 << 56  # above every Linux user address space (x86-64 5-leve
 
 @functools.cache
 def _lowest_address() -> int:
-    """The lowest address Linux lets a process map (``vm.mmap_min_addr``), or a page when it cannot be read."""
+    """The lowest address Linux lets a process map (``vm.mmap_min_addr``), and at least one page (never NULL's)."""
     try:
-        return max(1, int(Path("/proc/sys/vm/mmap_min_addr").read_text()))
+        return max(mmap.PAGESIZE, int(Path("/proc/sys/vm/mmap_min_addr").read_text()))
     except (OSError, ValueError):
         return mmap.PAGESIZE
 

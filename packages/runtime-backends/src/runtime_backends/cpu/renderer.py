@@ -51,7 +51,9 @@ _RESERVED = LIBM_WHITELIST | LIBC_WHITELIST  # a kernel of that name would captu
 _C_KEYWORDS = frozenset(
     "auto break case char const continue default do double else enum extern float for goto if inline int long register "
     "restrict return short signed sizeof static struct switch typedef union unsigned void volatile while _Alignas "
-    "_Alignof _Atomic _Bool _Complex _Generic _Imaginary _Noreturn _Static_assert _Thread_local asm typeof".split())
+    "_Alignof _Atomic _Bool _Complex _Generic _Imaginary _Noreturn _Static_assert _Thread_local asm typeof "
+    # C23 keywords (the default language of newer GCC and Clang)
+    "alignas alignof bool constexpr false nullptr static_assert thread_local true typeof_unqual".split())
 
 _PRELUDE = r"""#if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
@@ -211,16 +213,19 @@ class CRenderer(Renderer):
         Raises:
             runtime_core.ir.IRError: the kernel is malformed (a ``ValueError``).
             ValueError: the kernel uses local memory, takes more than ``MAX_PARAMS`` buffers and vals, or its name is
-                not usable as the function's symbol (not an ASCII
-                C identifier, a C keyword, a whitelisted host function such as ``sinf``, or ``rtk_*``).
+                not usable as the function's symbol (not an ASCII C identifier, a C11/C23 keyword, a reserved
+                identifier such as ``__int128``, a whitelisted host function such as ``sinf``, or ``rtk_*``).
         """
         validate(kernel)
         self.check(kernel)
         name = kernel.name
-        if not (name.isidentifier() and name.isascii()) or name in _C_KEYWORDS | _RESERVED or name.startswith("rtk_"):
-            raise ValueError(f"CPU: kernel name {name!r} must be an ASCII C identifier that is not a keyword, not a "
-                             f"host function kernels call (libm/libc whitelist) and does not start with 'rtk_' (it "
-                             f"becomes the function's symbol); rename the kernel")
+        # C11 7.1.3: identifiers starting with "__" or "_" and a capital are reserved (__int128, __asm__, _Pragma)
+        reserved = name.startswith(("__", "rtk_")) or name[:1] == "_" and name[1:2].isupper()
+        if not (name.isidentifier() and name.isascii()) or name in _C_KEYWORDS | _RESERVED or reserved:
+            raise ValueError(f"CPU: kernel name {name!r} must be an ASCII C identifier that is not a keyword, not "
+                             f"reserved (starting with '__' or '_' and a capital letter), not a host function kernels "
+                             f"call (libm/libc whitelist) and does not start with 'rtk_' (it becomes the function's "
+                             f"symbol); rename the kernel")
         if (nparams := len(kernel.buffers) + len(kernel.vars)) > MAX_PARAMS:
             raise ValueError(f"CPU: kernel {name!r} takes {nparams} buffers and vals; the CPU backend calls kernels "
                              f"through ctypes, which allows at most {MAX_PARAMS}")

@@ -13,7 +13,7 @@ from runtime_core.allocator import LRUAllocator
 from runtime_core.buffer_spec import BufferSpec
 from runtime_core.compiler import CompileError, Compiler
 from runtime_core.device import Compiled
-from runtime_core.ir import Kernel
+from runtime_core.ir import Kernel, validate
 from runtime_core.ir_serial import dumps, loads
 from runtime_core.program import check_launch
 from runtime_core.renderer import Renderer
@@ -64,7 +64,8 @@ class PythonRenderer(Renderer):
     shared_max = 48 * 1024
 
     def render(self, kernel: Kernel) -> str:
-        self.check(kernel)
+        """The IR text of ``kernel``; ``ValueError`` (``IRError``) if it is malformed or exceeds the device's limits."""
+        self.check(validate(kernel))
         return dumps(kernel)
 
 
