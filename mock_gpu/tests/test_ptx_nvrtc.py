@@ -71,7 +71,8 @@ def dev() -> Device:
     return Device(compile_cuda(SRC))
 
 
-def test_vector_add_with_tail(dev, rng=np.random.default_rng(1)):
+def test_vector_add_with_tail(dev):
+    rng = np.random.default_rng(1)
     n = 1000
     a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
     pa, pb, pc = dev.buf(a), dev.buf(b), dev.space.alloc(n * 4)
@@ -154,3 +155,20 @@ extern "C" __global__ void loc(float* o, int k) {
     dev.run("loc", (1, 1, 1), (16, 1, 1), po, 3)
     a = o * np.arange(16)
     assert dev.get(po, 16, np.float32).tolist() == a[(np.arange(16) + 3) & 15].tolist()
+
+
+def test_match_any_and_warp_reduce():
+    dev = Device(compile_cuda(r"""
+extern "C" __global__ void m(unsigned* o) {
+    unsigned t = threadIdx.x;
+    o[t] = __match_any_sync(0xffffffff, t / 4);
+    o[64 + t] = __reduce_add_sync(0xffffffff, t);
+    o[128 + t] = __reduce_max_sync(0xffffffff, t ^ 5);
+}"""))
+    po = dev.space.alloc(192 * 4)
+    dev.run("m", (1, 1, 1), (64, 1, 1), po)
+    got = dev.get(po, 192, np.uint32)
+    t = np.arange(64)
+    assert got[:64].tolist() == (0xF << (t % 32 // 4 * 4)).tolist()
+    assert got[64:128].tolist() == np.repeat(t.reshape(2, 32).sum(1), 32).tolist()
+    assert got[128:].tolist() == np.repeat((t ^ 5).reshape(2, 32).max(1), 32).tolist()

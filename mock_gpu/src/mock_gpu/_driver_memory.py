@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._driver_core import api, current_ctx, resolve_stream, system
-from ._driver_params import host_address, read_host, write_host
+from ._driver_params import byte_count, host_address, host_range, read_host, write_host
 from ._driver_state import Context, HostAllocation, handle_value
 from ._types import CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_MEMHOSTALLOC_WRITECOMBINED, CUdeviceptr
 from .errors import error
@@ -37,8 +37,8 @@ def cuMemAlloc(bytesize: int) -> tuple:
     CUDA_ERROR_INVALID_VALUE for 0 bytes, CUDA_ERROR_OUT_OF_MEMORY beyond MOCKGPU_MEMORY (CUDA driver API, cuMemAlloc).
     """
     ctx = current_ctx()
-    if bytesize <= 0:
-        raise error("CUDA_ERROR_INVALID_VALUE", f"cuMemAlloc bytesize must be positive, got {bytesize}")
+    if byte_count(bytesize, "bytesize") == 0:
+        raise error("CUDA_ERROR_INVALID_VALUE", "cuMemAlloc bytesize must be positive, got 0")
     sys_ = system()
     try:
         ptr = sys_.space.alloc(bytesize, ctx.device.ordinal)
@@ -74,6 +74,7 @@ def cuMemGetInfo() -> tuple:
 
 def _host_alloc(bytesize: int, flags: int) -> int:
     current_ctx()
+    bytesize = byte_count(bytesize, "bytesize")
     allowed = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED
     if flags & ~allowed:
         raise error("CUDA_ERROR_INVALID_VALUE", f"cuMemHostAlloc Flags {flags:#x} has unknown bits")
@@ -117,7 +118,8 @@ def cuMemFreeHost(p: Any) -> tuple:
 
 def _htod(dst: Any, src_host: Any, nbytes: int) -> None:
     current_ctx()
-    address, _ = host_address(src_host, "srcHost")
+    nbytes = byte_count(nbytes, "ByteCount")
+    address = host_range(src_host, "srcHost", nbytes, writable=False)
     data = read_host(address, nbytes, "srcHost")
     ptr = handle_value(dst)
     _device_op(f"copy of {nbytes} bytes to device {ptr:#x}", lambda: system().space.write(ptr, data))
@@ -125,7 +127,8 @@ def _htod(dst: Any, src_host: Any, nbytes: int) -> None:
 
 def _dtoh(dst_host: Any, src: Any, nbytes: int) -> None:
     current_ctx()
-    address, _ = host_address(dst_host, "dstHost")
+    nbytes = byte_count(nbytes, "ByteCount")
+    address = host_range(dst_host, "dstHost", nbytes, writable=True)
     ptr = handle_value(src)
     data = _device_op(f"copy of {nbytes} bytes from device {ptr:#x}", lambda: system().space.read(ptr, nbytes))
     write_host(address, data, "dstHost")
@@ -133,6 +136,7 @@ def _dtoh(dst_host: Any, src: Any, nbytes: int) -> None:
 
 def _dtod(dst: Any, src: Any, nbytes: int) -> None:
     current_ctx()
+    nbytes = byte_count(nbytes, "ByteCount")
     d, s = handle_value(dst), handle_value(src)
     _device_op(f"device copy of {nbytes} bytes {s:#x} -> {d:#x}", lambda: system().space.copy(d, s, nbytes))
 
@@ -184,6 +188,7 @@ def cuMemcpyDtoDAsync(dstDevice: Any, srcDevice: Any, ByteCount: int, hStream: A
 
 def copy_memory(dst: Any, src: Any, nbytes: int) -> None:
     """cuMemcpy with unified addressing: a pointer inside a live device allocation is device memory, else host."""
+    nbytes = byte_count(nbytes, "ByteCount")
     space = system().space
     d, s = handle_value(dst), handle_value(src)
     dst_dev, src_dev = space.allocation(d) is not None, space.allocation(s) is not None
@@ -240,6 +245,9 @@ def cuMemcpyPeerAsync(dstDevice: Any, dstContext: Any, srcDevice: Any, srcContex
 
 def _memset(dst: Any, value: int, count: int, width: int) -> None:
     current_ctx()
+    count = byte_count(count, "N")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << (8 * width):
+        raise OverflowError(f"cuMemsetD{8 * width} value {value!r} is not an unsigned {8 * width}-bit integer")
     ptr = handle_value(dst)
     if ptr % width:
         raise error("CUDA_ERROR_INVALID_VALUE", f"cuMemsetD{8 * width} needs a {width}-byte aligned pointer, got {ptr:#x}")

@@ -9,11 +9,12 @@ context (sticky error), as on a real GPU.
 from __future__ import annotations
 
 import ctypes
+import re
 from typing import Any
 
 from . import ptx
 from ._driver_core import api, current_ctx, raise_if_sticky, resolve_stream, system
-from ._driver_params import host_address, pack_params
+from ._driver_params import MIN_HOST_ADDRESS, host_address, pack_params, uint_arg
 from ._driver_state import Function, KernelLaunch, LoadedModule
 from ._types import CUdeviceptr, CUfunction, CUfunction_attribute, CUmodule
 from .errors import DriverError, error
@@ -24,16 +25,26 @@ _NOMINAL_REGS = 32  # CU_FUNC_ATTRIBUTE_NUM_REGS: the interpreter has no registe
 _MAX_BLOCK = (1024, 1024, 64)
 _MAX_GRID = (2**31 - 1, 65535, 65535)
 _ELF_MAGIC = b"\x7fELF"
+_MAX_PTX_MAJOR = 9  # PTX ISA 9.x: CUDA 13
 _FATBIN_MAGIC = (0xBA55ED50).to_bytes(4, "little")
 
 
 def _ptx_text(image: Any) -> str:
-    """The PTX text of a cuModuleLoadData image (bytes, str, buffer, or int address of a NUL-terminated string)."""
+    """The PTX text of a cuModuleLoadData image (bytes, str, buffer, or int address of a NUL-terminated string).
+
+    CUDA_ERROR_INVALID_VALUE for a NULL image, CUDA_ERROR_INVALID_IMAGE for an empty one, a cubin/fatbin or bytes
+    that are not text; TypeError for an argument that is none of these forms (as cuda-python raises).
+    """
+    if image is None or (isinstance(image, int) and not isinstance(image, bool) and image == 0):
+        raise error("CUDA_ERROR_INVALID_VALUE", "image is NULL")
+    if isinstance(image, bool) or isinstance(image, float):
+        raise TypeError(f"cuModuleLoadData: image must be bytes, str, a buffer or an int address, not "
+                        f"{type(image).__name__}")
     if isinstance(image, str):
         data = image.encode()
     elif isinstance(image, int):
-        if image == 0:
-            raise error("CUDA_ERROR_INVALID_VALUE", "image is NULL")
+        if not MIN_HOST_ADDRESS <= image < 1 << 64:
+            raise error("CUDA_ERROR_INVALID_VALUE", f"image address {image:#x} is not a host address")
         data = ctypes.string_at(image)
     else:
         address, length = host_address(image, "image")
@@ -41,10 +52,34 @@ def _ptx_text(image: Any) -> str:
     if data.startswith((_ELF_MAGIC, _FATBIN_MAGIC)):
         raise error("CUDA_ERROR_INVALID_IMAGE", "the image is a cubin/fatbin; mock_gpu executes PTX only: load the "
                     "PTX text (nvrtcGetPTX) instead of compiled machine code (nvrtcGetCUBIN)", severe=True)
+    text = data.split(b"\x00", 1)[0]
+    if not text.strip():
+        raise error("CUDA_ERROR_INVALID_IMAGE", "the image is empty (no PTX text before the first NUL byte)",
+                    severe=True)
     try:
-        return data.split(b"\x00", 1)[0].decode()
+        return text.decode()
     except UnicodeDecodeError as exc:
-        raise error("CUDA_ERROR_INVALID_IMAGE", f"the image is neither PTX text nor a known binary: {exc}") from exc
+        raise error("CUDA_ERROR_INVALID_IMAGE", f"the image is neither PTX text nor a known binary: {exc}",
+                    severe=True) from exc
+
+
+def _check_target(module: Any, arch: Any) -> None:
+    """The PTX ISA version and .target must be loadable on ``arch`` (a config.ArchInfo), as the driver's JIT demands:
+    CUDA_ERROR_UNSUPPORTED_PTX_VERSION for a .version newer than PTX ISA 9.x, CUDA_ERROR_INVALID_PTX for a .target
+    newer than the device (or an arch-specific sm_XXa of another architecture)."""
+    if module.version[0] > _MAX_PTX_MAJOR:
+        raise error("CUDA_ERROR_UNSUPPORTED_PTX_VERSION", f"PTX .version {module.version[0]}.{module.version[1]} is "
+                    f"newer than this driver supports (PTX ISA {_MAX_PTX_MAJOR}.x); compile with an older toolkit",
+                    severe=True)
+    device = arch.major * 10 + arch.minor
+    for target in module.target:
+        m = re.fullmatch(r"(?:sm|compute)_(\d+)([af]?)", target)
+        if m is None:
+            continue  # texmode_* / debug options
+        sm = int(m.group(1))
+        if sm > device or (m.group(2) == "a" and sm != device):
+            raise error("CUDA_ERROR_INVALID_PTX", f"the PTX targets {target} but the device is sm_{device} "
+                        "(MOCKGPU_ARCH); compile for the device's compute capability or lower", severe=True)
 
 
 def _load(image: Any) -> tuple:
@@ -54,6 +89,7 @@ def _load(image: Any) -> tuple:
         module = ptx.load_module(text)
     except ptx.PTXError as exc:
         raise error("CUDA_ERROR_INVALID_PTX", f"PTX line {exc.line}: {exc.message}: {exc.text!r}", severe=True) from exc
+    _check_target(module, ctx.device.arch)
     sys_ = system()
     try:
         module.bind(sys_.space, ctx.device.ordinal)
@@ -199,6 +235,9 @@ def prepare_launch(hfunc: Any, grid: tuple[int, int, int], block: tuple[int, int
     shared memory or wrong parameters, CUDA_ERROR_INVALID_HANDLE for a function of an unloaded module."""
     fn = lookup_function(hfunc)
     k = fn.kernel
+    grid = (uint_arg(grid[0], "gridDimX"), uint_arg(grid[1], "gridDimY"), uint_arg(grid[2], "gridDimZ"))
+    block = (uint_arg(block[0], "blockDimX"), uint_arg(block[1], "blockDimY"), uint_arg(block[2], "blockDimZ"))
+    shared_bytes = uint_arg(shared_bytes, "sharedMemBytes")
     if any(not 1 <= g <= m for g, m in zip(grid, _MAX_GRID, strict=True)):
         raise error("CUDA_ERROR_INVALID_VALUE", f"grid {grid} of kernel {k.name!r} is outside 1..{_MAX_GRID}")
     threads = block[0] * block[1] * block[2]
@@ -222,11 +261,16 @@ def run_launch(launch: KernelLaunch) -> None:
     sys_ = system()
     try:
         ptx.launch(fn.owner.module, fn.kernel, launch.grid, launch.block, launch.shared_bytes, launch.params,
-                   sys_.space, ctx.device.ordinal, smid_count=ctx.device.arch.sm_count)
+                   sys_.space, ctx.device.ordinal, smid_count=ctx.device.arch.sm_count,
+                   timeout=sys_.config.launch_timeout)
     except MemoryFault as fault:
         _poison(ctx, error("CUDA_ERROR_ILLEGAL_ADDRESS", f"memcheck: {fault}", severe=True), fault)
     except ptx.BarrierDivergence as exc:
         _poison(ctx, error("CUDA_ERROR_LAUNCH_FAILED", str(exc), severe=True), exc)
+    except ptx.LaunchTimeout as exc:
+        _poison(ctx, error("CUDA_ERROR_LAUNCH_TIMEOUT", str(exc), severe=True), exc)
+    except ptx.DeviceAssertion as exc:
+        _poison(ctx, error("CUDA_ERROR_ASSERT", str(exc), severe=True), exc)
     except ptx.ExecutionError as exc:
         _poison(ctx, error("CUDA_ERROR_LAUNCH_FAILED", str(exc), severe=True), exc)
 
@@ -254,8 +298,9 @@ def cuLaunchKernel(f: Any, gridDimX: int, gridDimY: int, gridDimZ: int,  # noqa:
     stream = resolve_stream(hStream)
     launch = prepare_launch(f, (gridDimX, gridDimY, gridDimZ), (blockDimX, blockDimY, blockDimZ), sharedMemBytes,
                             kernelParams, extra)
-    if launch.function.owner.ctx.device is not stream.ctx.device:
-        raise error("CUDA_ERROR_INVALID_HANDLE", "the function and the stream belong to different devices")
+    if launch.function.owner.ctx is not stream.ctx:
+        raise error("CUDA_ERROR_INVALID_HANDLE", "the function's module was loaded in another context than the "
+                    "stream's; launch on a stream of the module's context")
     run_launch(launch)
     return ()
 

@@ -30,6 +30,8 @@ _PTR = ctypes.sizeof(ctypes.c_void_p)
 # The widest alignment a C compiler gives a parameter struct on x86-64/aarch64 (long double, __int128):
 # a CU_LAUNCH_PARAM_BUFFER_SIZE up to the kernel's parameter bytes rounded up to it is padding, not a mismatch.
 _MAX_STRUCT_ALIGN = 16
+MIN_HOST_ADDRESS = 1 << 16  # the lowest pages are never mapped: such an int is a mistake, not a pointer
+_MIN_HOST_ADDRESS = MIN_HOST_ADDRESS
 
 
 def host_address(obj: Any, what: str) -> tuple[int, int | None]:
@@ -49,6 +51,44 @@ def host_address(obj: Any, what: str) -> tuple[int, int | None]:
         raise TypeError(f"{what}: the buffer must be contiguous")
     arr = np.frombuffer(view.cast("B"), dtype=np.uint8)
     return int(arr.ctypes.data), view.nbytes
+
+
+def byte_count(value: Any, what: str) -> int:
+    """A size_t argument: TypeError for a non-integer, OverflowError for a negative or too large one (what
+    cuda-python's size_t conversion raises)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{what} must be an int (size_t), got {type(value).__name__}: {value!r}")
+    if not 0 <= int(value) < 1 << 64:
+        raise OverflowError(f"{what} {int(value)} does not fit a size_t (0 .. 2**64 - 1)")
+    return int(value)
+
+
+def uint_arg(value: Any, what: str, bits: int = 32) -> int:
+    """An unsigned int argument (grid/block dims, shared memory bytes): TypeError for a non-integer (float, str, None),
+    OverflowError outside 0 .. 2**bits - 1, as cuda-python's conversion to ``unsigned int`` raises."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{what} must be an int, got {type(value).__name__}: {value!r}")
+    if not 0 <= int(value) < 1 << bits:
+        raise OverflowError(f"{what} {int(value)} does not fit an unsigned {bits}-bit int")
+    return int(value)
+
+
+def host_range(obj: Any, what: str, nbytes: int, *, writable: bool) -> int:
+    """The address of a host buffer argument about to be read (or, ``writable``, written) for ``nbytes`` bytes.
+
+    A buffer whose length is known must hold ``nbytes`` bytes (CUDA_ERROR_INVALID_VALUE otherwise: the real driver
+    would silently touch memory past its end) and, when written, must not be read-only (TypeError). A plain int
+    address is trusted, as the real driver trusts it.
+    """
+    address, length = host_address(obj, what)
+    if length is not None and nbytes > length:
+        raise error("CUDA_ERROR_INVALID_VALUE", f"{what} holds {length} bytes but {nbytes} bytes were requested; the "
+                    "copy would run past the end of the host buffer")
+    if writable and length is not None and not isinstance(obj, ctypes._SimpleCData | ctypes.Array | ctypes.Structure
+                                                          | ctypes.Union) and memoryview(obj).readonly:
+        raise TypeError(f"{what} is a read-only buffer ({type(obj).__name__}); pass a writable one such as a numpy "
+                        "array or bytearray")
+    return address
 
 
 def read_host(address: int, nbytes: int, what: str) -> bytes:
@@ -77,6 +117,8 @@ def pack_params(kernel: Any, kernel_params: Any, extra: Any) -> bytes:
     if given_params and extra_addr:
         raise error("CUDA_ERROR_INVALID_VALUE", "both kernelParams and extra were given; pass one of them")
     if extra_addr:
+        if extra_addr < _MIN_HOST_ADDRESS:
+            raise error("CUDA_ERROR_INVALID_VALUE", f"extra address {extra_addr:#x} is not a host address")
         return _from_extra(kernel, extra_addr)
     if not given_params:
         if kernel.params:
@@ -86,6 +128,8 @@ def pack_params(kernel: Any, kernel_params: Any, extra: Any) -> bytes:
     if isinstance(kernel_params, tuple):
         return _from_values(kernel, kernel_params)
     address, length = host_address(kernel_params, "kernelParams")
+    if address < _MIN_HOST_ADDRESS:
+        raise error("CUDA_ERROR_INVALID_VALUE", f"kernelParams address {address:#x} is not a host address")
     if length is not None and length < _PTR * len(kernel.params):
         raise error("CUDA_ERROR_INVALID_VALUE", f"kernel {kernel.name!r} takes {len(kernel.params)} parameters but "
                     f"the kernelParams array holds {length // _PTR} pointers")
@@ -145,7 +189,17 @@ def _value_bytes(value: Any, ctype: Any) -> bytes:
         return bytes(ctypes.c_double(value.value))
     if not (isinstance(ctype, type) and issubclass(ctype, ctypes._SimpleCData)):
         raise TypeError(f"unsupported kernel parameter type {ctype!r}")
-    return bytes(value if isinstance(value, ctype) else ctype(value))
+    if isinstance(value, ctype):
+        return bytes(value)
+    try:
+        converted = ctype(value)
+    except TypeError as exc:
+        raise TypeError(f"kernel parameter value {value!r} cannot be converted to {ctype.__name__}: {exc}") from None
+    if isinstance(value, int) and ctype not in (ctypes.c_bool, ctypes.c_float, ctypes.c_double) and \
+            not -(1 << (8 * ctypes.sizeof(ctype) - 1)) <= value < 1 << (8 * ctypes.sizeof(ctype)):
+        raise error("CUDA_ERROR_INVALID_VALUE", f"kernel parameter value {value} does not fit {ctype.__name__} "
+                    f"({ctypes.sizeof(ctype)} bytes)")
+    return bytes(converted)
 
 
 def _from_extra(kernel: Any, address: int) -> bytes:

@@ -77,9 +77,16 @@ def cuEventCreate(Flags: int) -> tuple:  # noqa: N803
 
 @api(0)
 def cuEventRecord(hEvent: Any, hStream: Any) -> tuple:  # noqa: N803
-    """cuEventRecord(hEvent, hStream): the stream reaches the event now; its timestamp is taken."""
+    """cuEventRecord(hEvent, hStream): the stream reaches the event now; its timestamp is taken.
+
+    CUDA_ERROR_INVALID_HANDLE when the event and the stream belong to different contexts (CUDA driver API,
+    cuEventRecord).
+    """
     event = system().lookup(hEvent, Event, "event")
-    resolve_stream(hStream)
+    stream = resolve_stream(hStream)
+    if stream.ctx is not event.ctx:
+        raise error("CUDA_ERROR_INVALID_HANDLE", "the event was created in another context than the stream's; record "
+                    "it on a stream of its own context")
     event.timestamp = time.perf_counter()
     return ()
 

@@ -8,6 +8,9 @@ MOCKGPU_ARCH       compute capability: ``sm_80``, ``80``, ``8.0`` or ``sm_90a`` 
 MOCKGPU_MEMORY     bytes of device memory per device; ``16GiB``, ``512MB``,     ``16GiB``
                    ``1e9``, ``4096`` (memory is backed lazily, so a large
                    capacity costs nothing until written)
+MOCKGPU_LAUNCH_    seconds a kernel may run before it is stopped with           ``300``
+TIMEOUT            CUDA_ERROR_LAUNCH_TIMEOUT (a spin-wait on another block
+                   never ends in the emulator, which runs blocks in order)
 =================  ==========================================================  ===========
 
 The per-architecture limits (SM count, shared memory per block with opt-in, threads per SM) are the published
@@ -57,15 +60,18 @@ _SUFFIXES = {"": 1, "B": 1, "K": 1000, "KB": 1000, "M": 1000**2, "MB": 1000**2, 
              "T": 1000**4, "TB": 1000**4, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40}
 MAX_DEVICES = 64
 DEFAULT_MEMORY = 16 << 30
+MAX_MEMORY = 1 << 50  # per device: the emulated address space gives each device far less than 2**64 bytes
 
 
 @dataclass(frozen=True)
 class MockConfig:
-    """The emulated system: ``devices`` identical devices of architecture ``arch`` with ``memory`` bytes each."""
+    """The emulated system: ``devices`` identical devices of architecture ``arch`` with ``memory`` bytes each;
+    a kernel running longer than ``launch_timeout`` seconds is stopped (CUDA_ERROR_LAUNCH_TIMEOUT)."""
 
     devices: int
     arch: ArchInfo
     memory: int
+    launch_timeout: float = 300.0
 
 
 def parse_arch(text: str) -> ArchInfo:
@@ -91,7 +97,10 @@ def parse_size(text: str) -> int:
     m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?(?:[eE][0-9]+)?)\s*([A-Za-z]*)\s*", text)
     if m is None or m.group(2).upper() not in _SUFFIXES:
         raise ConfigError(f"MOCKGPU_MEMORY={text!r} is not a byte count; use e.g. 16GiB, 512MB, 1e9 or 4096")
-    value = int(float(m.group(1)) * _SUFFIXES[m.group(2).upper()])
+    scaled = float(m.group(1)) * _SUFFIXES[m.group(2).upper()]
+    if not scaled < MAX_MEMORY:
+        raise ConfigError(f"MOCKGPU_MEMORY={text!r} exceeds the emulated maximum of 1024TiB (2**50 bytes) per device")
+    value = int(scaled)
     if value <= 0:
         raise ConfigError(f"MOCKGPU_MEMORY={text!r} must be a positive number of bytes")
     return value
@@ -104,12 +113,25 @@ def parse_devices(text: str) -> int:
     return int(text)
 
 
+def parse_timeout(text: str) -> float:
+    """Parse MOCKGPU_LAUNCH_TIMEOUT: seconds, a finite number > 0. Raises ConfigError otherwise."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise ConfigError(f"MOCKGPU_LAUNCH_TIMEOUT={text!r} must be a positive number of seconds, e.g. 300")
+    return value
+
+
 def load_config(environ: Mapping[str, str] | None = None) -> MockConfig:
-    """Read MOCKGPU_DEVICES, MOCKGPU_ARCH and MOCKGPU_MEMORY from ``environ`` (default ``os.environ``).
+    """Read MOCKGPU_DEVICES, MOCKGPU_ARCH, MOCKGPU_MEMORY and MOCKGPU_LAUNCH_TIMEOUT from ``environ`` (default
+    ``os.environ``).
 
     Raises ConfigError naming the first invalid variable.
     """
     env = os.environ if environ is None else environ
     return MockConfig(devices=parse_devices(env.get("MOCKGPU_DEVICES", "1")),
                       arch=parse_arch(env.get("MOCKGPU_ARCH", "sm_90")),
-                      memory=parse_size(env.get("MOCKGPU_MEMORY", str(DEFAULT_MEMORY))))
+                      memory=parse_size(env.get("MOCKGPU_MEMORY", str(DEFAULT_MEMORY))),
+                      launch_timeout=parse_timeout(env.get("MOCKGPU_LAUNCH_TIMEOUT", "300")))

@@ -4,7 +4,8 @@ Entry point of the ALU: the interpreter describes one instruction with an :class
 at module load time, and calls :func:`execute` with one 1-D array per source operand (one element per active
 thread). The families live in ``alu_int`` (PTX ISA 9.7.1 integer arithmetic), ``alu_bits`` (9.7.1 bit
 manipulation, 9.7.8 logic and shift, prmt), ``alu_float`` (9.7.3/9.7.4 floating point), ``alu_cmp`` (9.7.6
-comparison and selection, testp) and ``alu_cvt`` (9.7.9.21 cvt); ``alu_fp`` holds the exact-rounding helpers.
+comparison and selection, testp) and ``alu_cvt`` (9.7.9.21 cvt, with ``alu_fp8`` for 8-bit floats); ``alu_fp``
+holds the exact-rounding helpers. The SIMD video instructions live in ``alu_video`` (called by the decoder).
 
 Operand and result storage dtypes: u8..u64/b8..b64 -> np.uint8..np.uint64, s8..s64 -> np.int8..np.int64,
 f16 -> np.float16, bf16 -> np.uint16 (raw bits), f32 -> np.float32, f64 -> np.float64, f16x2/bf16x2 -> np.uint32
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import alu_bits, alu_cmp, alu_cvt, alu_float, alu_int
-from .alu_types import FLOAT_TYPES, INT_BITS, PACKED_TYPES, storage_dtype
+from .alu_types import FLOAT_TYPES, INT_BITS, INT_PACKED_TYPES, PACKED_TYPES, storage_dtype
 
 __all__ = ["AluSpec", "UnsupportedInstruction", "execute", "supports"]
 
@@ -70,11 +71,26 @@ def _family(spec: AluSpec):  # -> module with supports/execute, or None
 def _scalar_of_packed(spec: AluSpec) -> AluSpec | None:
     if spec.type in PACKED_TYPES and spec.op in _PACKED_OPS:
         return AluSpec(spec.op, PACKED_TYPES[spec.type], spec.mods, spec.stype, spec.cmp, spec.boolop)
+    if spec.type in INT_PACKED_TYPES and spec.op in ("add", "sub", "min", "max"):
+        return AluSpec(spec.op, INT_PACKED_TYPES[spec.type], spec.mods, spec.stype, spec.cmp, spec.boolop)
+    return None
+
+
+def _packed_compare(spec: AluSpec) -> str | None:
+    """The packed type compared by a setp/set on .f16x2/.bf16x2 halves (PTX ISA 9.7.4.x half comparisons)."""
+    if spec.op == "setp" and spec.type in PACKED_TYPES and "pq" in spec.mods:
+        return spec.type
+    if spec.op == "set" and spec.stype in PACKED_TYPES and spec.type in (spec.stype, "u32", "s32"):
+        return spec.stype
     return None
 
 
 def supports(spec: AluSpec) -> bool:
     """Whether :func:`execute` implements ``spec``, decided without executing anything (no exceptions)."""
+    packed = _packed_compare(spec)
+    if packed is not None:
+        return alu_cmp.supports(AluSpec("setp", PACKED_TYPES[packed], spec.mods - {"pq"}, None, spec.cmp,
+                                        spec.boolop))
     scalar = _scalar_of_packed(spec)
     if scalar is not None:
         return supports(scalar)
@@ -96,6 +112,8 @@ def execute(spec: AluSpec, *operands: np.ndarray) -> np.ndarray | tuple[np.ndarr
             "combination; check the PTX ISA form or add it to mock_gpu.ptx.alu")
     arrays = tuple(np.asarray(o) for o in operands)
     _check_operands(spec, arrays)
+    if _packed_compare(spec) is not None:
+        return _packed_cmp(spec, arrays)
     scalar = _scalar_of_packed(spec)
     if scalar is not None:
         return _packed(scalar, arrays)
@@ -104,27 +122,53 @@ def execute(spec: AluSpec, *operands: np.ndarray) -> np.ndarray | tuple[np.ndarr
 
 
 def _packed(scalar: AluSpec, arrays: tuple[np.ndarray, ...]) -> np.ndarray:
-    """Element-wise f16x2/bf16x2: run the scalar op on the low and the high halves (PTX ISA 9.7.4)."""
+    """Element-wise f16x2/bf16x2 (PTX ISA 9.7.4) and u16x2/s16x2 (PTX ISA 9.7.1, sm_90): run the scalar op on the low
+    and the high halves."""
     dt = storage_dtype(scalar.type)
+    family = _family(scalar)
     halves = []
     for shift in (0, 16):
         parts = tuple(((a.astype(np.uint32) >> np.uint32(shift)) & np.uint32(0xFFFF)).astype(np.uint16).view(dt)
                       for a in arrays)
-        out = alu_float.execute(scalar, parts)
+        out = family.execute(scalar, parts)  # type: ignore[union-attr]
         halves.append(np.asarray(out).view(np.uint16).astype(np.uint32))
     return halves[0] | (halves[1] << np.uint32(16))
+
+
+_HALF_ONE = {"f16x2": 0x3C00, "bf16x2": 0x3F80}  # 1.0 in each half format
+
+
+def _packed_cmp(spec: AluSpec, arrays: tuple[np.ndarray, ...]) -> np.ndarray | tuple[np.ndarray, ...]:
+    """setp.cmp.f16x2 p|q (p: lower half, q: upper half) and set.cmp.{f16x2,u32,s32}.f16x2 (each half of d is 1.0
+    for .f16x2/.bf16x2 destinations, 0xffff for integer ones), with the optional .and/.or/.xor predicate c applied
+    to both halves."""
+    packed = _packed_compare(spec) or ""
+    half = PACKED_TYPES[packed]
+    scalar = AluSpec("setp", half, spec.mods - {"pq"}, None, spec.cmp, spec.boolop)
+    dt = storage_dtype(half)
+    results = []
+    for shift in (0, 16):
+        parts = [((a.astype(np.uint32) >> np.uint32(shift)) & np.uint32(0xFFFF)).astype(np.uint16).view(dt)
+                 for a in arrays[:2]]
+        results.append(np.asarray(alu_cmp.execute(scalar, (*parts, *arrays[2:]))))
+    if spec.op == "setp":
+        return results[0], results[1]
+    one = np.uint32(_HALF_ONE.get(spec.type, 0xFFFF))
+    word = np.where(results[0], one, np.uint32(0)) | (np.where(results[1], one, np.uint32(0)) << np.uint32(16))
+    return word.astype(np.uint32).view(storage_dtype(spec.type))
 
 
 _ARITY = {"add": 2, "sub": 2, "mul": 2, "mad": 3, "fma": 3, "mul24": 2, "mad24": 3, "sad": 3, "div": 2, "rem": 2,
           "abs": 1, "neg": 1, "min": 2, "max": 2, "copysign": 2, "and": 2, "or": 2, "xor": 2, "not": 1, "cnot": 1,
           "shl": 2, "shr": 2, "bfe": 3, "bfi": 4, "prmt": 3, "popc": 1, "clz": 1, "brev": 1, "bfind": 1, "selp": 3,
           "slct": 3, "setp": 2, "set": 2, "testp": 1, "ex2": 1, "lg2": 1, "sin": 1, "cos": 1, "sqrt": 1,
-          "rsqrt": 1, "rcp": 1, "tanh": 1}
+          "rsqrt": 1, "rcp": 1, "tanh": 1, "shf": 3, "lop3": 4, "dp4a": 3, "dp2a": 3,
+          "bmsk": 2, "szext": 2}
 
 
 def _expected_arity(spec: AluSpec) -> int:
     if spec.op == "cvt":
-        return 2 if spec.type in PACKED_TYPES else 1
+        return 2 if spec.type in (*PACKED_TYPES, "e4m3x2", "e5m2x2") and spec.stype == "f32" else 1
     return _ARITY[spec.op] + (1 if spec.op in ("setp", "set") and spec.boolop else 0)
 
 

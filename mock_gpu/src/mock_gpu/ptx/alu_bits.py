@@ -1,5 +1,6 @@
-"""Logic, shift and bit-field semantics (PTX ISA 9.7.8 "Logic and Shift Instructions" and 9.7.1 bit-manipulation
-instructions popc, clz, bfind, brev, bfe, bfi; PTX ISA 9.7.9.7 prmt), internal to ``alu``.
+"""Logic, shift and bit-field semantics (PTX ISA 9.7.8 "Logic and Shift Instructions": and/or/xor/not/cnot, lop3,
+shl/shr, shf, bmsk; 9.7.1 bit-manipulation instructions popc, clz, bfind, brev, bfe, bfi, szext; PTX ISA 9.7.9.7
+prmt), internal to ``alu``.
 
 Results of popc, clz and bfind are np.uint32 whatever the operand width (their destination is .u32 in the ISA).
 Shift amounts and bit-field positions/lengths arrive as np.uint32.
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from .alu import AluSpec
 
 OPS = frozenset({"and", "or", "xor", "not", "cnot", "shl", "shr", "popc", "clz", "brev", "bfind", "bfe", "bfi",
-                 "prmt"})
+                 "prmt", "shf", "lop3", "bmsk", "szext"})
 PRMT_MODES = ("f4e", "b4e", "rc8", "ecl", "ecr", "rc16")
 
 _U64 = np.uint64
@@ -49,6 +50,13 @@ def supports(spec: AluSpec) -> bool:
         return t in ("b32", "b64", "u32", "u64", "s32", "s64")
     if op == "prmt":
         return t == "b32" and len(spec.mods & set(PRMT_MODES)) <= 1
+    if op == "shf":
+        return t == "b32" and len(spec.mods & {"l", "r"}) == 1 and len(spec.mods & {"wrap", "clamp"}) == 1
+    if op == "lop3":
+        return t == "b32"
+    if op in ("bmsk", "szext"):
+        one_mode = len(spec.mods & {"wrap", "clamp"}) == 1
+        return one_mode and t == ("b32" if op == "bmsk" else t) and t in ("b32", "u32", "s32")[op == "szext":]
     return False
 
 
@@ -64,6 +72,14 @@ def execute(spec: AluSpec, ops: tuple[np.ndarray, ...]) -> np.ndarray:
         return (ops[0] == 0).astype(ops[0].dtype)
     if op in ("shl", "shr"):
         return _shift(op, spec.type, ops[0], ops[1])
+    if op == "shf":
+        return _shf(ops[0], ops[1], ops[2], "l" in spec.mods, "clamp" in spec.mods)
+    if op == "lop3":
+        return lop3(ops[0], ops[1], ops[2], ops[3])
+    if op == "bmsk":
+        return _bmsk(ops[0], ops[1], "clamp" in spec.mods)
+    if op == "szext":
+        return _szext(ops[0], ops[1], "clamp" in spec.mods, INT_SIGNED[spec.type])
     bits = INT_BITS[spec.type]
     if op == "popc":
         return popcount(ops[0].astype(_U64)).astype(np.uint32)
@@ -84,6 +100,12 @@ def execute(spec: AluSpec, ops: tuple[np.ndarray, ...]) -> np.ndarray:
 def _shift(op: str, ptx_type: str, a: np.ndarray, amount: np.ndarray) -> np.ndarray:
     """shl/shr (PTX ISA 9.7.8.7/9.7.8.8): amounts >= width give 0, or sign fill for shr.s."""
     bits = INT_BITS[ptx_type]
+    if amount.size and amount.strides == (0,):  # one shift amount for every thread (an immediate): scalar path
+        k = min(int(amount[0]), bits)
+        if k == bits:
+            return np.where(a < 0, a.dtype.type(-1), a.dtype.type(0)) if op == "shr" and INT_SIGNED[ptx_type] \
+                else np.zeros(a.shape, a.dtype)
+        return (a << a.dtype.type(k)) if op == "shl" else (a >> a.dtype.type(k))
     amt = np.minimum(amount.astype(np.uint32), bits - 1).astype(a.dtype)
     too_big = amount.astype(np.uint64) >= bits
     if op == "shl":
@@ -185,3 +207,48 @@ def _prmt(a: np.ndarray, b: np.ndarray, c: np.ndarray, mode: str | None) -> np.n
             byte = (source >> (index * _U64(8))) & _U64(0xFF)
         result |= byte << _U64(8 * i)
     return result.astype(np.uint32)
+
+
+def _shf(a: np.ndarray, b: np.ndarray, c: np.ndarray, left: bool, clamp: bool) -> np.ndarray:
+    """shf.{l,r}.{wrap,clamp}.b32 (PTX ISA 9.7.8.9): shift the 64-bit value {b, a} by c (wrap: c & 31, clamp:
+    min(c, 32)); .l keeps the upper 32 bits, .r the lower 32."""
+    n = np.minimum(c.astype(_U64), _U64(32)) if clamp else c.astype(_U64) & _U64(31)
+    wide = (b.astype(_U64) << _U64(32)) | a.astype(_U64)
+    if left:
+        return ((wide << n) >> _U64(32)).astype(np.uint32)
+    return ((wide >> n) & _U64(0xFFFFFFFF)).astype(np.uint32)
+
+
+def lop3(a: np.ndarray, b: np.ndarray, c: np.ndarray, lut: np.ndarray) -> np.ndarray:
+    """lop3.b32 (PTX ISA 9.7.8.6): bit k of every result bit's truth table ``lut`` (immLut, low 8 bits) is the
+    output for input bits (a, b, c) with k = 4a + 2b + c, i.e. immLut = F(0xF0, 0xCC, 0xAA)."""
+    ua, ub, uc = a.astype(np.uint32), b.astype(np.uint32), c.astype(np.uint32)
+    table = lut.astype(np.uint32) & np.uint32(0xFF)
+    out = np.zeros(ua.shape, np.uint32)
+    for k in range(8):
+        term = (ua if k & 4 else ~ua) & (ub if k & 2 else ~ub) & (uc if k & 1 else ~uc)
+        out |= term & (np.uint32(0) - ((table >> np.uint32(k)) & np.uint32(1)))
+    return out
+
+
+def _bmsk(a: np.ndarray, b: np.ndarray, clamp: bool) -> np.ndarray:
+    """bmsk.{clamp,wrap}.b32 (PTX ISA 9.7.8.10): a mask of b ones starting at bit a; with .clamp a >= 32 gives 0 and
+    b >= 32 fills up to bit 31, with .wrap both use their low 5 bits."""
+    a64, b64 = a.astype(np.int64), b.astype(np.int64)
+    start = np.minimum(a64, 32) if clamp else a64 & 31
+    width = np.minimum(b64, 32) if clamp else b64 & 31
+    end = np.minimum(start + width, 32)
+    ones = (np.int64(1) << end) - (np.int64(1) << start)
+    return (ones & 0xFFFFFFFF).astype(np.uint32)
+
+
+def _szext(a: np.ndarray, b: np.ndarray, clamp: bool, signed: bool) -> np.ndarray:
+    """szext.{clamp,wrap}.{s32,u32} (PTX ISA 9.7.1.25): sign- or zero-extend the low N bits of a, N = b clamped to
+    32 (.clamp) or b & 31 (.wrap); N = 0 gives 0."""
+    n = np.minimum(b.astype(np.int64), 32) if clamp else b.astype(np.int64) & 31
+    x = a.view(np.uint32).astype(np.int64)
+    keep = np.where(n >= 32, x, x & ((np.int64(1) << n) - 1))
+    if signed:
+        top = np.where((n > 0) & (n < 32), (keep >> np.maximum(n - 1, 0)) & 1, 0)
+        keep = np.where(top == 1, keep - (np.int64(1) << n), keep)
+    return (keep & 0xFFFFFFFF).astype(np.uint32).view(a.dtype)

@@ -42,7 +42,7 @@ def supports(spec: AluSpec) -> bool:
     if op == "setp":
         return _compare_ok(spec.cmp, spec.type) and (spec.boolop is None or spec.boolop in BOOLOPS)
     if op == "set":  # spec.type is the destination (u32, s32, f32), spec.stype the compared type
-        return spec.type in ("u32", "s32", "f32") and _compare_ok(spec.cmp, spec.stype) and (
+        return spec.type in _SET_TRUE and _compare_ok(spec.cmp, spec.stype) and (
             spec.boolop is None or spec.boolop in BOOLOPS)
     if op == "selp":
         return spec.type in INT_BITS or spec.type in FLOAT_TYPES or spec.type == "pred"
@@ -98,12 +98,17 @@ def compare(cmp: str, operand_type: str, a: np.ndarray, b: np.ndarray, ftz: bool
     return _ORDERED[cmp](x, y) & ~unordered
 
 
+# raw bits of "true" per set destination type: all ones for integers, 1.0 for floats (PTX ISA 9.7.6.1 set, 9.7.4.x
+# half-precision set); false is 0
+_SET_TRUE = {"u32": 0xFFFFFFFF, "s32": 0xFFFFFFFF, "f32": 0x3F800000, "u16": 0xFFFF, "s16": 0xFFFF, "f16": 0x3C00,
+             "bf16": 0x3F80}
+
+
 def _set_value(p: np.ndarray, dtype_name: str) -> np.ndarray:
-    """set: true -> 0xffffffff for integer destinations, 1.0f for f32; false -> 0 (PTX ISA 9.7.6.1 set)."""
+    """set: the destination type's "true" bits (see _SET_TRUE) where ``p``, else 0, in its storage dtype."""
     dt = storage_dtype(dtype_name)
-    if dtype_name == "f32":
-        return np.where(p, np.float32(1.0), np.float32(0.0))
-    return np.where(p, np.uint32(0xFFFFFFFF), np.uint32(0)).view(dt)
+    raw = np.uint32 if dt.itemsize == 4 else np.uint16
+    return np.where(p, raw(_SET_TRUE[dtype_name]), raw(0)).astype(raw).view(dt)
 
 
 def _testp(kind: str, x: np.ndarray, fmt: str) -> np.ndarray:

@@ -9,6 +9,7 @@
   .ftz flushes a subnormal f32 source and a subnormal f32 result; .sat clamps a float result to [0, 1] (NaN -> 0);
   .relu turns negative results into +0 (NaN stays NaN). NaN results are the canonical NaN.
 - cvt.{rn,rz..}.f16x2.f32 / .bf16x2.f32 d, a, b: a is converted into the upper half of d, b into the lower half.
+- 8-bit floats (e4m3x2, e5m2x2): see ``alu_fp8``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .alu_fp import ROUND_MODES, finish, flush_f64, narrow_exact, round_pair, to_f64, two_sum
+from .alu_fp8 import FP8_TYPES, from_fp8, to_fp8
 from .alu_types import FLOAT_TYPES, INT_BITS, INT_SIGNED, PACKED_TYPES, storage_dtype
 
 if TYPE_CHECKING:
@@ -25,13 +27,19 @@ if TYPE_CHECKING:
 
 OPS = frozenset({"cvt"})
 INT_ROUND = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
-_KNOWN_MODS = frozenset(ROUND_MODES) | set(INT_ROUND) | {"ftz", "sat", "relu"}
+_KNOWN_MODS = frozenset(ROUND_MODES) | set(INT_ROUND) | {"ftz", "sat", "relu", "satfinite"}
 
 
 def supports(spec: AluSpec) -> bool:
     """Whether ``cvt`` from spec.stype to spec.type with spec.mods is implemented."""
     src, dst = spec.stype, spec.type
     if src is None or not spec.mods <= _KNOWN_MODS:
+        return False
+    if dst in FP8_TYPES:
+        return src in ("f32", "f16x2") and spec.mods in ({"rn", "satfinite"}, {"rn", "satfinite", "relu"})
+    if src in FP8_TYPES:
+        return dst == "f16x2" and spec.mods in ({"rn"}, {"rn", "relu"})
+    if "satfinite" in spec.mods:
         return False
     if len(spec.mods & (set(ROUND_MODES) | set(INT_ROUND))) > 1:
         return False
@@ -49,6 +57,8 @@ def execute(spec: AluSpec, ops: tuple[np.ndarray, ...]) -> np.ndarray:
     """Convert ``ops[0]`` (storage of spec.stype) to spec.type's storage (two f32 operands for the x2 forms)."""
     src, dst = spec.stype or "", spec.type
     with np.errstate(all="ignore"):
+        if dst in FP8_TYPES or src in FP8_TYPES:
+            return _fp8(spec, ops)
         if dst in PACKED_TYPES:
             half = PACKED_TYPES[dst]
             upper = _to_float(ops[0], src, half, spec.mods).view(np.uint16).astype(np.uint32)
@@ -59,6 +69,29 @@ def execute(spec: AluSpec, ops: tuple[np.ndarray, ...]) -> np.ndarray:
                 return _int_to_int(ops[0], src, dst, "sat" in spec.mods)
             return _float_to_int(ops[0], src, dst, spec.mods)
         return _to_float(ops[0], src, dst, spec.mods)
+
+
+def _fp8(spec: AluSpec, ops: tuple[np.ndarray, ...]) -> np.ndarray:
+    """cvt.rn.satfinite{.relu}.{e4m3x2,e5m2x2}.f32 d, a, b (a -> upper byte, b -> lower byte) or .f16x2 d, a (upper
+    half -> upper byte), and cvt.rn{.relu}.f16x2.{e4m3x2,e5m2x2} d, a (upper byte -> upper half)."""
+    relu = "relu" in spec.mods
+    if spec.type in FP8_TYPES:
+        if spec.stype == "f32":
+            upper, lower = ops[0].astype(np.float64), ops[1].astype(np.float64)
+        else:
+            halves = ops[0].astype(np.uint32)
+            lower = (halves & np.uint32(0xFFFF)).astype(np.uint16).view(np.float16).astype(np.float64)
+            upper = (halves >> np.uint32(16)).astype(np.uint16).view(np.float16).astype(np.float64)
+        hi, lo = to_fp8(upper, spec.type, relu), to_fp8(lower, spec.type, relu)
+        return (hi.astype(np.uint16) << np.uint16(8)) | lo.astype(np.uint16)
+    codes = ops[0].astype(np.uint16)
+    parts = []
+    for shift in (0, 8):
+        v = from_fp8(((codes >> np.uint16(shift)) & np.uint16(0xFF)).astype(np.uint8), spec.stype or "")
+        if relu:
+            v = np.where(v < 0, 0.0, v)
+        parts.append(v.astype(np.float16).view(np.uint16).astype(np.uint32))
+    return parts[0] | (parts[1] << np.uint32(16))
 
 
 def _int_bounds(t: str) -> tuple[int, int]:

@@ -18,7 +18,8 @@ from .alu_types import INT_BITS, INT_SIGNED, int_type, signed_dtype, storage_dty
 if TYPE_CHECKING:
     from .alu import AluSpec
 
-OPS = frozenset({"add", "sub", "mul", "mad", "mul24", "mad24", "sad", "div", "rem", "abs", "neg", "min", "max"})
+OPS = frozenset({"add", "sub", "mul", "mad", "mul24", "mad24", "sad", "div", "rem", "abs", "neg", "min", "max", "dp4a",
+                 "dp2a"})
 
 _U32 = np.uint32
 _U64 = np.uint64
@@ -31,6 +32,9 @@ def supports(spec: AluSpec) -> bool:
         return False
     bits, signed = INT_BITS[spec.type], INT_SIGNED[spec.type]
     mods = spec.mods
+    if spec.op in ("dp4a", "dp2a"):
+        halves = mods == {"lo"} or mods == {"hi"}
+        return {spec.type, spec.stype} <= {"u32", "s32"} and (halves if spec.op == "dp2a" else not mods)
     sat_ok = spec.type == "s32" and (spec.op in ("add", "sub") or (spec.op == "mad" and "hi" in mods))
     if "sat" in mods and not sat_ok:
         return False
@@ -55,6 +59,8 @@ def execute(spec: AluSpec, ops: tuple[np.ndarray, ...]) -> np.ndarray:
         return _mul_mad(spec, ops, bits, signed)
     if op in ("mul24", "mad24"):
         return _mul24(spec, ops, signed)
+    if op in ("dp4a", "dp2a"):
+        return _dot(spec, ops)
     if op == "sad":
         a, b, c = ops
         return np.where(a < b, b - a, a - b).astype(c.dtype) + c
@@ -157,3 +163,23 @@ def _div_rem(op: str, a: np.ndarray, b: np.ndarray, bits: int, signed: bool) -> 
     r = ur.view(sdt)
     r = np.where(a < 0, -r, r).astype(sdt)
     return np.where(zero, a, r).astype(sdt)
+
+
+def _dot(spec: AluSpec, ops: tuple[np.ndarray, ...]) -> np.ndarray:
+    """dp4a / dp2a.{lo,hi} (PTX ISA 9.7.1.23/9.7.1.24): c plus the dot product of a's bytes (dp4a) or 16-bit halves
+    (dp2a) with b's bytes (dp2a: bytes 0-1 for .lo, 2-3 for .hi), each part sign-extended when its type is signed;
+    the sum wraps to 32 bits and is .s32 when either type is signed."""
+    a, b, c = (x.astype(np.uint32).astype(np.int64) for x in ops)
+    a_signed, b_signed = spec.type == "s32", spec.stype == "s32"
+    a_width = 8 if spec.op == "dp4a" else 16
+    first = 2 if "hi" in spec.mods else 0
+    total = c
+    for k in range(32 // a_width):
+        total = total + _field(a, k * a_width, a_width, a_signed) * _field(b, (first + k) * 8, 8, b_signed)
+    wrapped = (total & 0xFFFFFFFF).astype(np.uint32)
+    return wrapped.view(np.int32) if a_signed or b_signed else wrapped
+
+
+def _field(x: np.ndarray, pos: int, width: int, signed: bool) -> np.ndarray:
+    v = (x >> pos) & ((1 << width) - 1)
+    return np.where(v >= 1 << (width - 1), v - (1 << width), v) if signed else v

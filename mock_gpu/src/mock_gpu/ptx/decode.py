@@ -13,11 +13,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import alu, memops, warp
+from ..memory import MemoryFault
+from . import alu, alu_video, memops, warp
 from .errors import PTXError
 from .linker import Label, LInstr, Loc
-from .operands import GENERIC_WINDOWS, WINDOW_SIZE, OperandError, Reader, reader, writer
-from .parser import Addr, FImm, Imm, Not, Pair, Reg, Sink, Special, Vec
+from .modifiers import ALLOWED, CACHE_HINT, unknown_modifiers
+from .operands import GENERIC_WINDOWS, OperandError, Reader, is_uniform, reader, uniform, writer
+from .parser import Addr, Imm, Not, Pair, Reg, Vec
 from .types import RAW, STORAGE, WIDTH
 
 __all__ = ["Op", "BarSpec", "decode", "NORMAL", "BRANCH", "EXIT", "BARRIER", "TRAP"]
@@ -31,10 +33,25 @@ _COUNT = {"popc", "clz", "bfind"}
 _BINARY = {"add", "sub", "min", "max", "and", "or", "xor", "div", "rem", "copysign", "mul", "mul24"}
 _TERNARY = {"mad", "fma", "mad24", "sad"}
 ALU_OPS = _UNARY | _COUNT | _BINARY | _TERNARY | {"shl", "shr", "bfe", "bfi", "prmt", "selp", "slct", "setp", "set",
-                                                    "cvt", "testp"}
+                                                    "cvt", "testp", "shf", "dp4a", "dp2a", "bmsk", "szext"}
+_TWO_TYPES = {"cvt", "set", "slct", "dp4a", "dp2a"}
 _NOOPS = {"membar", "fence", "nanosleep", "prefetch", "prefetchu", "pmevent", "griddepcontrol", "discard",
           "applypriority"}
-_SPACES = {"global", "shared", "local", "const", "param"}
+_SPACES = {"global": "global", "shared": "shared", "shared::cta": "shared", "local": "local", "const": "const",
+           "param": "param", "param::entry": "param", "param::func": "param"}
+_REJECTED = {
+    "mma": "tensor-core matrix multiply is not emulated", "wmma": "tensor-core matrix multiply is not emulated",
+    "wgmma": "tensor-core matrix multiply is not emulated", "ldmatrix": "matrix fragment loads are not emulated",
+    "stmatrix": "matrix fragment stores are not emulated", "movmatrix": "matrix fragments are not emulated",
+    "mapa": "distributed shared memory (thread block clusters) is not emulated",
+    "mbarrier": "mbarrier objects are not emulated", "tex": "textures are not emulated",
+    "tld4": "textures are not emulated", "suld": "surfaces are not emulated", "sust": "surfaces are not emulated",
+    "tensormap": "tensor maps are not emulated",
+    "alloca": "dynamic stack allocation is not emulated", "stacksave": "dynamic stack allocation is not emulated",
+    "stackrestore": "dynamic stack allocation is not emulated", "setmaxnreg": "register reallocation is not emulated",
+    "elect": "elect.sync is not emulated", "clusterlaunchcontrol": "cluster launch control is not emulated",
+    "tcgen05": "tensor-core matrix multiply is not emulated",
+}
 _ATOM_OPS = {"add", "min", "max", "inc", "dec", "and", "or", "xor", "exch", "cas"}
 
 
@@ -75,7 +92,7 @@ def decode(code: list[LInstr], reg_types: list[str], lines: list[str]) -> list[O
         text = lines[li.line - 1].strip() if 0 < li.line <= len(lines) else ".".join(li.op)
         try:
             out.append(_decode_one(li, reg_types, text))
-        except (_Err, OperandError, TypeError, KeyError, ValueError, IndexError) as e:
+        except (_Err, OperandError, TypeError, KeyError, ValueError, IndexError, StopIteration, OverflowError) as e:
             raise PTXError(li.line, text, f"unsupported or malformed instruction {'.'.join(li.op)!r}: {e}") from None
     return out
 
@@ -97,6 +114,15 @@ def _split(op: tuple[str, ...]) -> tuple[list[str], str | None, str | None, set[
 def _decode_one(li: LInstr, rt: list[str], text: str) -> Op:
     base = li.op[0]
     ops = li.operands
+    if base == "__assertfail":
+        return _assertion(li, text)
+    if base in _REJECTED:
+        raise _Err(f"{base!r} is not supported by the interpreter: {_REJECTED[base]}")
+    if base not in ALLOWED:
+        raise _Err(f"opcode {base!r} is not supported by the interpreter")
+    unknown = unknown_modifiers(base, _split(li.op)[3])
+    if unknown:
+        raise _Err(f"unknown or unsupported modifier(s) {', '.join('.' + m for m in unknown)} for {base!r}")
     if base == "bra" or base == "brx":
         if base == "brx" or len(ops) != 1 or not isinstance(ops[0], Label):
             raise _Err("only direct branches to a label are supported")
@@ -121,6 +147,10 @@ def _normal(li: LInstr, rt: list[str]) -> Callable:
         return lambda c, i: w(c, i, np.zeros(c.n if i is None else i.size, np.uint64))
     if base in ("add", "sub", "addc", "subc", "mad", "madc") and ("cc" in mods or base.endswith("c")):
         return _carry(base, types, mods, ops, rt)
+    if base == "lop3":
+        return _lop3(types, mods, ops, rt)
+    if base in alu_video.OPS:
+        return _video(base, types, mods, ops, rt)
     if base in ALU_OPS:
         return _alu(base, types, cmp, boolop, mods, ops, rt)
     if base == "mov":
@@ -133,6 +163,8 @@ def _normal(li: LInstr, rt: list[str]) -> Callable:
         return _ldst(base, li.op, types, mods, ops, rt)
     if base in ("atom", "red"):
         return _atom(base, types, mods, ops, rt)
+    if base == "cp":
+        return _cp_async(li.op, mods, ops, rt)
     if base == "shfl":
         return _shfl(types, mods, ops, rt)
     if base == "vote":
@@ -141,6 +173,8 @@ def _normal(li: LInstr, rt: list[str]) -> Callable:
         return warp.activemask(writer(ops[0], "b32", rt))
     if base == "redux":
         op = next(m for m in mods if m in warp._REDUX)
+        if types[0] not in (("b32",) if op in ("and", "or", "xor") else ("u32", "s32")):
+            raise _Err(f"redux.sync.{op} is defined for {'.b32' if op in ('and', 'or', 'xor') else '.u32/.s32'}")
         mask = reader(ops[2], "b32", rt) if len(ops) > 2 else None
         return warp.redux(op, writer(ops[0], types[0], rt), reader(ops[1], types[0], rt), mask)
     if base == "match":
@@ -167,6 +201,13 @@ def _alu_types(base: str, types: list[str], boolop: str | None, mods: set[str], 
         return t, stype, dst, [stype] * nsrc
     if base in ("set", "slct"):
         stype = types[1]
+    if base in ("dp4a", "dp2a"):
+        acc = "s32" if "s32" in types else "u32"
+        return t, types[1], acc, [t, types[1], acc]
+    if base == "shf":
+        return t, None, t, [t, t, "u32"]
+    if base in ("bmsk", "szext"):
+        return t, None, t, [t, "u32"]
     if base in _UNARY:
         return t, None, t, [t]
     if base in _COUNT:
@@ -199,8 +240,8 @@ def _alu_types(base: str, types: list[str], boolop: str | None, mods: set[str], 
 
 
 def _alu(base, types, cmp, boolop, mods, ops, rt) -> Callable:
-    if not types or (base in ("cvt", "set", "slct") and len(types) != 2):
-        raise _Err("missing or wrong instruction type")
+    if len(types) != (2 if base in _TWO_TYPES else 1):
+        raise _Err(f"expected {2 if base in _TWO_TYPES else 1} instruction type(s), found {len(types)}")
     nsrc = len(ops) - 1
     spec_t, stype, dst_t, src_ts = _alu_types(base, types, boolop, mods, nsrc)
     pair = isinstance(ops[0], Pair)
@@ -211,13 +252,16 @@ def _alu(base, types, cmp, boolop, mods, ops, rt) -> Callable:
         raise _Err(f"the ALU does not implement {spec}")
     if len(src_ts) != nsrc:
         raise _Err(f"expected {len(src_ts)} source operands, found {nsrc}")
+    if base != "cvt":
+        dsts = [ops[0].first, ops[0].second] if pair else [ops[0]]
+        _check_widths(list(zip(dsts + ops[1:], [dst_t] * len(dsts) + src_ts, strict=True)), rt)
     srcs = [reader(o, st, rt) for o, st in zip(ops[1:], src_ts, strict=True)]
     if pair:
         wp, wq = writer(ops[0].first, dst_t, rt), writer(ops[0].second, dst_t, rt)
 
         def run_pair(c, i):
             n = c.n if i is None else i.size
-            p, q = alu.execute(spec, *[r(c, i, n) for r in srcs])
+            p, q = _execute(spec, [r(c, i, n) for r in srcs], n)
             wp(c, i, p)
             wq(c, i, q)
         return run_pair
@@ -227,12 +271,81 @@ def _alu(base, types, cmp, boolop, mods, ops, rt) -> Callable:
 
         def run2(c, i):
             n = c.n if i is None else i.size
-            w(c, i, alu.execute(spec, r0(c, i, n), r1(c, i, n)))
+            w(c, i, _execute(spec, [r0(c, i, n), r1(c, i, n)], n))
         return run2
 
     def run(c, i):
         n = c.n if i is None else i.size
-        w(c, i, alu.execute(spec, *[r(c, i, n) for r in srcs]))
+        w(c, i, _execute(spec, [r(c, i, n) for r in srcs], n))
+    return run
+
+
+def _execute(spec: alu.AluSpec, values: list[np.ndarray], n: int):
+    """alu.execute, computed once and broadcast when every operand is uniform (the same for all threads)."""
+    if n > 1 and all(is_uniform(v) for v in values):
+        out = alu.execute(spec, *[v[:1] for v in values])
+        if isinstance(out, tuple):
+            return tuple(np.broadcast_to(o, (n,)) for o in out)
+        return np.broadcast_to(out, (n,))
+    return alu.execute(spec, *values)
+
+
+def _video(base, types, mods, ops, rt) -> Callable:
+    """vop2/vop4.dtype.atype.btype{.sat|.add} d, a, b, c and vset2/vset4.atype.btype.cmp{.add} d, a, b, c (PTX ISA
+    9.7.16.2)."""
+    vset = base.startswith("vset")
+    want = 2 if vset else 3
+    if len(types) != want or any(t not in ("u32", "s32") for t in types):
+        raise _Err(f"{base} needs {want} types from .u32/.s32")
+    cmp = next(iter(mods & alu_video.CMPS), None)
+    if vset and (cmp is None or len(mods & alu_video.CMPS) != 1):
+        raise _Err(f"{base} needs one comparison (.eq .ne .lt .le .gt .ge)")
+    _operand_count(ops, 4, "d, a, b, c")
+    _check_widths([(o, "b32") for o in ops], rt)
+    signs = tuple(t == "s32" for t in (["u32"] + types if vset else types))
+    a, b, c = (reader(o, "b32", rt) for o in ops[1:])
+    d = writer(ops[0], "b32", rt)
+    sat, add = "sat" in mods, "add" in mods
+
+    def run(ctx, i):
+        n = ctx.n if i is None else i.size
+        d(ctx, i, alu_video.video(base, signs, sat, add, cmp, a(ctx, i, n), b(ctx, i, n), c(ctx, i, n)))  # type: ignore[arg-type]
+    return run
+
+
+def _check_widths(pairs: list[tuple[object, str]], rt: list[str]) -> None:
+    """Registers of an arithmetic/logic instruction must have exactly the width of their operand type (PTX ISA 6.4.x
+    "Operand Type Information"; only ld, st, cvt and mov accept wider or narrower registers)."""
+    for k, (o, t) in enumerate(pairs):
+        reg = o.reg if isinstance(o, Not) else o
+        if isinstance(reg, Reg) and WIDTH[rt[reg.id]] != WIDTH[t]:
+            raise _Err(f"operand {k + 1} is a .{rt[reg.id]} register but the instruction needs a {WIDTH[t]}-bit .{t} "
+                       "operand")
+
+
+def _lop3(types, mods, ops, rt) -> Callable:
+    """lop3.b32 d, a, b, c, immLut and lop3.{or,and}.b32 d|p, a, b, c, immLut, q (PTX ISA 9.7.8.6), where
+    p = (d != 0) BoolOp q."""
+    boolop = next(iter(mods & {"or", "and"}), None)
+    if types != ["b32"] or mods - {"or", "and"} or len(mods) > 1:
+        raise _Err("lop3 takes .b32 and optionally one of .or/.and")
+    if not isinstance(ops[4] if len(ops) > 4 else None, Imm):
+        raise _Err("lop3 needs an immediate truth table (immLut) as its fifth operand")
+    if len(ops) != (6 if boolop else 5) or isinstance(ops[0], Pair) != (boolop is not None):
+        raise _Err("expected lop3.b32 d, a, b, c, immLut or lop3.{or,and}.b32 d|p, a, b, c, immLut, q")
+    srcs = [reader(o, "b32", rt) for o in ops[1:5]]
+    q = reader(ops[5], "pred", rt) if boolop else None
+    dst = ops[0].first if boolop else ops[0]
+    wd = writer(dst, "b32", rt)
+    wp = writer(ops[0].second, "pred", rt) if boolop else None
+
+    def run(c, i):
+        n = c.n if i is None else i.size
+        d = alu.execute(alu.AluSpec("lop3", "b32"), *[r(c, i, n) for r in srcs])
+        wd(c, i, d)
+        if wp is not None:
+            qv = q(c, i, n)  # type: ignore[misc]
+            wp(c, i, ((d != 0) | qv) if boolop == "or" else ((d != 0) & qv))
     return run
 
 
@@ -296,8 +409,7 @@ def _add_with_carry(a, b, cin, w, sign):
         c2 = s < s1
         return s, (c1 | c2).astype(np.uint64)
     d1 = a - b
-        # borrow when b > a, or when the second subtraction wraps
-    b1 = a < b
+    b1 = a < b  # borrow when b > a, or when the second subtraction wraps
     s = d1 - cin
     b2 = d1 < cin
     return s, (b1 | b2).astype(np.uint64)
@@ -393,19 +505,15 @@ def _address(o: Addr, space: str | None, rt) -> tuple[str, Callable]:
     if isinstance(base, Loc):
         eff = {"kparam": "kparam", "local": "local", "shared": "shared", "global": "global"}[base.space]
         if space is None and eff != "global":
-            raw = base.offset + off + GENERIC_WINDOWS[eff]
-            const = np.uint64(raw)
-            return "generic", lambda c, i, n: np.full(n, const, np.uint64)
+            return "generic", uniform(np.array(base.offset + off + GENERIC_WINDOWS[eff], np.uint64))
         if eff == "global":
             name, total = base.name, base.offset + off
-            return "global", lambda c, i, n: np.full(n, np.uint64(c.symaddr[name] + total), np.uint64)
-        val = np.uint64(base.offset + off)
-        return eff, lambda c, i, n: np.full(n, val, np.uint64)
+            return "global", lambda c, i, n: np.broadcast_to(np.array(c.symaddr[name] + total, np.uint64), (n,))
+        return eff, uniform(np.array(base.offset + off, np.uint64))
     eff = {"global": "global", "const": "global", "shared": "shared", "local": "local", "param": "kparam",
            None: "generic"}[space]
     if base is None:
-        val = np.uint64(off & ((1 << 64) - 1))
-        return eff, lambda c, i, n: np.full(n, val, np.uint64)
+        return eff, uniform(np.array(off & ((1 << 64) - 1), np.uint64))
     r = reader(base, "u64", rt)
     if off == 0:
         return eff, r
@@ -413,16 +521,42 @@ def _address(o: Addr, space: str | None, rt) -> tuple[str, Callable]:
     return eff, lambda c, i, n: r(c, i, n) + delta
 
 
+def _space(op: tuple[str, ...]) -> str | None:
+    """The state space named by an instruction's modifiers (None: generic addressing)."""
+    if "shared::cluster" in op:
+        raise _Err("the .shared::cluster space (distributed shared memory) is not emulated")
+    found = [_SPACES[m] for m in op[1:] if m in _SPACES]
+    if len(found) > 1:
+        raise _Err(f"more than one state space: {found}")
+    return found[0] if found else None
+
+
+def _vector(mods: set[str]) -> int:
+    vec = [int(m[1:]) for m in mods if m in ("v2", "v4", "v8")]
+    if len(vec) > 1:
+        raise _Err("more than one vector modifier")
+    return vec[0] if vec else 1
+
+
+def _operand_count(ops: list, want: int, form: str) -> None:
+    if len(ops) != want:
+        raise _Err(f"expected {want} operands ({form}), found {len(ops)}")
+
+
 def _ldst(base, op, types, mods, ops, rt) -> Callable:
-    space = next((m for m in op[1:] if m in _SPACES), None)
+    """ld/ldu/st{.space}{.cache ops}{.L2::cache_hint}{.vN}.type (PTX ISA 9.7.9.8-9.7.9.10); the cache policy operand
+    of .L2::cache_hint is read and ignored."""
+    space = _space(op)
     if base == "ldu" and space is None:
         space = "global"
-    vec = 1
-    for m in mods:
-        if m in ("v2", "v4", "v8"):
-            vec = int(m[1:])
+    vec = _vector(mods)
     if len(types) != 1:
         raise _Err("ld/st need exactly one type")
+    hint = CACHE_HINT in mods
+    _operand_count(ops, 3 if hint else 2, f"{base} {'[a], b' if base == 'st' else 'd, [a]'}"
+                   + (", cache-policy" if hint else ""))
+    if hint:
+        reader(ops[2], "b64", rt)
     t = types[0]
     dt = np.dtype(STORAGE[t])
     if base == "st":
@@ -455,42 +589,140 @@ def _ldst(base, op, types, mods, ops, rt) -> Callable:
     return run_ld
 
 
-def _atom(base, types, mods, ops, rt) -> Callable:
-    space = next((m for m in mods if m in _SPACES), None)
-    aop = [m for m in mods if m in _ATOM_OPS]
-    if len(aop) != 1 or len(types) != 1:
-        raise _Err("atom/red need one operation and one type")
-    op = aop[0]
-    t = types[0]
-    if WIDTH[t] not in (32, 64) or any(m in mods for m in ("v2", "v4", "v8", "noftz")):
-        raise _Err(f"atomics on .{t} (or vector/packed atomics) are not supported")
+_HALF_ATOMS = {"f16": "f16", "bf16": "bf16", "f16x2": "f16", "bf16x2": "bf16"}
+
+
+def _atom_type(op: str, t: str, mods: set[str]) -> str:
+    """The operand type of atom/red ``op`` on ``t`` (PTX ISA 9.7.13.5 atom: which types each operation takes)."""
+    if any(m in mods for m in ("v2", "v4", "v8")):
+        raise _Err("vector atomics are not supported")
+    if t in _HALF_ATOMS:
+        if op != "add" or "noftz" not in mods:
+            raise _Err(f"atom/red on .{t} is supported for .add.noftz only")
+        return t
+    if "noftz" in mods:
+        raise _Err(".noftz applies to .f16/.bf16/.f16x2/.bf16x2 atomics only")
+    if WIDTH[t] == 16:
+        if op != "cas" or t != "b16":
+            raise _Err("16-bit atomics other than atom.cas.b16 are not defined")
+        return t
+    if WIDTH[t] not in (32, 64):
+        raise _Err(f"atomics on .{t} are not defined")
     if t[0] == "f" and op not in ("add", "exch", "min", "max"):
         raise _Err(f"atom.{op} is not defined for .{t}")
     if op in ("inc", "dec") and t != "u32":
         raise _Err(f"atom.{op} is defined for .u32 only")
-    if op in ("and", "or", "xor", "exch", "cas"):
-        t = f"b{WIDTH[t]}" if t[0] != "f" else t
+    if op in ("and", "or", "xor", "exch", "cas") and t[0] != "f":
+        return f"b{WIDTH[t]}"
+    return t
+
+
+def _atom(base, types, mods, ops, rt) -> Callable:
+    """atom/red{.sem}{.scope}{.space}.op{.noftz}{.L2::cache_hint}.type (PTX ISA 9.7.13.5/9.7.13.6)."""
+    space = _space((base, *mods))
+    aop = [m for m in mods if m in _ATOM_OPS]
+    if len(aop) != 1 or len(types) != 1:
+        raise _Err("atom/red need one operation and one type")
+    op = aop[0]
+    if base == "red" and op in ("exch", "cas"):
+        raise _Err(f"red.{op} does not exist; use atom")
+    t = _atom_type(op, types[0], mods)
+    hint = CACHE_HINT in mods
+    want = (2 if base == "red" else 4 if op == "cas" else 3) + hint
+    _operand_count(ops, want, "atom d, [a], b{, c}" if base == "atom" else "red [a], b")
+    if hint:
+        reader(ops[-1], "b64", rt)
+    apply = _half_atomic if t in _HALF_ATOMS else memops.atomic
     if base == "red":
         eff, addr = _address(ops[0], space, rt)
         b = reader(ops[1], t, rt)
 
         def run_red(c, i):
             n = c.n if i is None else i.size
-            memops.atomic(c, eff, addr(c, i, n), op, b(c, i, n), None, i)
+            apply(c, eff, addr(c, i, n), op if t not in _HALF_ATOMS else t, b(c, i, n), None, i)
         return run_red
     d = writer(ops[0], t, rt)
     eff, addr = _address(ops[1], space, rt)
     b = reader(ops[2], t, rt)
-    cmp = reader(ops[2], t, rt) if op == "cas" else None
     new = reader(ops[3], t, rt) if op == "cas" else None
 
     def run_atom(c, i):
         n = c.n if i is None else i.size
-        if op == "cas":
-            d(c, i, memops.atomic(c, eff, addr(c, i, n), op, new(c, i, n), cmp(c, i, n), i))  # type: ignore[misc]
+        if new is not None:
+            d(c, i, memops.atomic(c, eff, addr(c, i, n), op, new(c, i, n), b(c, i, n), i))
         else:
-            d(c, i, memops.atomic(c, eff, addr(c, i, n), op, b(c, i, n), None, i))
+            d(c, i, apply(c, eff, addr(c, i, n), op if t not in _HALF_ATOMS else t, b(c, i, n), None, i))
     return run_atom
+
+
+def _half_atomic(c, eff: str, addrs: np.ndarray, t: str, values: np.ndarray, _cmp, i) -> np.ndarray:
+    """atom.add.noftz on .f16/.bf16 (one 16-bit value) or .f16x2/.bf16x2 (two independent 16-bit halves of a 32-bit
+    word, each added with its own rounding): returns the old values in the storage dtype of ``t``."""
+    half = _HALF_ATOMS[t]
+    if t == half:
+        return memops.atomic(c, eff, addrs, f"add.{half}", values, None, i)
+    memops.resolve_space(c, eff, addrs, 4, i)  # the packed word must be 4-byte aligned and in bounds
+    bits = values.view(np.uint32)
+    olds = [memops.atomic(c, eff, addrs + np.uint64(2 * k), f"add.{half}",
+                          ((bits >> np.uint32(16 * k)) & np.uint32(0xFFFF)).astype(np.uint16), None, i)
+             for k in (0, 1)]
+    return olds[0].astype(np.uint32) | (olds[1].astype(np.uint32) << np.uint32(16))
+
+
+def _cp_async(op, mods, ops, rt) -> Callable:
+    """cp.async.{ca,cg}.shared{::cta}.global [dst], [src], cp-size{, src-size | ignore-src}{, cache-policy} and
+    cp.async.commit_group / wait_group N / wait_all (PTX ISA 9.7.9.25). The copy happens immediately, so every wait
+    is already satisfied; bytes past src-size (all of them when ignore-src is true) are zero-filled."""
+    if "bulk" in op or "mbarrier" in op:
+        raise _Err("cp.async.bulk and cp.async.mbarrier forms (TMA, mbarrier) are not emulated")
+    if mods & {"commit_group", "wait_group", "wait_all"}:
+        if len(mods) != 2 or "async" not in mods:
+            raise _Err("expected cp.async.commit_group, cp.async.wait_group N or cp.async.wait_all")
+        _operand_count(ops, 1 if "wait_group" in mods else 0, "group count" if "wait_group" in mods else "none")
+        return lambda c, i: None
+    if "async" not in mods or len(mods & {"ca", "cg"}) != 1 or "global" not in mods or \
+            _space(tuple(m for m in op if m != "global")) != "shared":
+        raise _Err("expected cp.async.{ca,cg}.shared{::cta}.global")
+    hint = CACHE_HINT in mods
+    if len(ops) - hint not in (3, 4):
+        raise _Err("expected [dst], [src], cp-size{, src-size | ignore-src}{, cache-policy}")
+    if hint:
+        reader(ops[-1], "b64", rt)
+    size = ops[2].value if isinstance(ops[2], Imm) else None
+    if size not in ((16,) if "cg" in mods else (4, 8, 16)):
+        raise _Err(f"cp-size must be an immediate {'16' if 'cg' in mods else '4, 8 or 16'}, got {ops[2]!r}")
+    _, dst = _address(ops[0], "shared", rt)
+    _, src = _address(ops[1], "global", rt)
+    extra = ops[3] if len(ops) - hint == 4 else None
+    ignore = reader(extra, "pred", rt) if extra is not None and _is_pred(extra, rt) else None
+    src_size = reader(extra, "u32", rt) if extra is not None and ignore is None else None
+
+    def run(c, i):
+        n = c.n if i is None else i.size
+        keep = np.full(n, size, np.int64)
+        if src_size is not None:
+            keep = np.minimum(src_size(c, i, n).astype(np.int64), size)
+        if ignore is not None:
+            keep = np.where(ignore(c, i, n), 0, size)
+        data = np.zeros((n, size), np.uint8)
+        if (keep == size).all():
+            data = memops.load(c, "global", src(c, i, n), np.dtype(np.uint8), size, i)
+        else:
+            a = src(c, i, n)
+            for k in range(size):
+                sel = np.flatnonzero(keep > k)
+                try:
+                    data[sel, k] = memops.load(c, "global", a[sel] + np.uint64(k), np.dtype(np.uint8), 1, None)
+                except MemoryFault as f:
+                    f.position = None if f.position is None else int(sel[f.position])
+                    raise
+        memops.store(c, "shared", dst(c, i, n), data, i)
+    return run
+
+
+def _is_pred(o, rt) -> bool:
+    reg = getattr(o, "reg", o)
+    return hasattr(reg, "id") and rt[reg.id] == "pred"
 
 
 # ----- warp -----
@@ -513,6 +745,33 @@ def _vote(types, mods, ops, rt) -> Callable:
     mask = reader(ops[2], "b32", rt) if len(ops) > 2 else None
     d = writer(ops[0], "b32" if mode == "ballot" else "pred", rt)
     return warp.vote(mode, d, reader(ops[1], "pred", rt), mask)
+
+
+# ----- device-side assert -----
+def _assertion(li: LInstr, text: str) -> Op:
+    """The linker's stand-in for ``call __assertfail, (message, file, line, function, charSize)``: a trap whose
+    ``fn(ctx, thread)`` formats the assertion of one failing thread from its call arguments."""
+    if len(li.operands) < 4 or not all(isinstance(o, Loc) and o.space == "local" for o in li.operands):
+        raise _Err("__assertfail takes (message, file, line, function, ...) .param arguments")
+    msg, path, line, func = li.operands[:4]
+
+    def describe(c, t: int) -> str:
+        def arg(loc: Loc, dt) -> int:
+            return int(memops.load(c, "local", np.array([loc.offset], np.uint64), np.dtype(dt), 1,
+                                   np.array([t]))[0])
+        return (f"device-side assertion `{_c_string(c, arg(msg, np.uint64))}` failed at "
+                f"{_c_string(c, arg(path, np.uint64))}:{arg(line, np.uint32)} in {_c_string(c, arg(func, np.uint64))}")
+    return Op(TRAP, describe, li.guard, li.line, text)
+
+
+def _c_string(c, address: int, limit: int = 400) -> str:
+    """The NUL-terminated string at a global/generic device address ('?' when it is not readable)."""
+    found = c.space.allocation(address)
+    if found is None:
+        return "?"
+    base, size, _ = found
+    data = c.space.read(address, min(limit, base + size - address))
+    return data.split(b"\x00", 1)[0].decode(errors="replace")
 
 
 # ----- barriers -----
@@ -538,5 +797,3 @@ def _barrier(li: LInstr, rt, text: str) -> Op:
     spec = BarSpec(reader(ops[0], "u32", rt), count, aligned, "arrive" in parts)
     return Op(BARRIER, None, li.guard, li.line, text, bar=spec)
 
-
-_ = (FImm, Imm, Not, Reg, Sink, Special, WINDOW_SIZE)

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 
 import numpy as np
 
 from ..memory import AddressSpace, MemoryFault
 from .decode import BARRIER, BRANCH, EXIT, NORMAL, TRAP, Op
-from .errors import BarrierDivergence, ExecutionError
+from .errors import BarrierDivergence, DeviceAssertion, ExecutionError, LaunchTimeout
 from .types import RAW, WIDTH
 
 __all__ = ["launch", "CHUNK_BYTES"]
@@ -25,14 +26,17 @@ __all__ = ["launch", "CHUNK_BYTES"]
 CHUNK_BYTES = 256 << 20  # budget for per-thread state (registers, local memory) of one chunk
 _MAX_BARRIER_ID = 16
 _NWARPID = 64
+_CLUSTER_GRID = {"%clusterid": "%ctaid", "%nclusterid": "%nctaid"}
+_CHECK_EVERY = 0x3FF  # instruction groups between two looks at the clock
 
 
 class _Chunk:
     """Registers, memories and special registers of ``nblocks`` consecutive blocks starting at ``first``."""
 
     def __init__(self, kernel, first: int, nblocks: int, grid, block, dyn: int, params: bytes,
-                 space: AddressSpace, symaddr: dict[str, int], smid_count: int) -> None:
+                 space: AddressSpace, symaddr: dict[str, int], smid_count: int, deadline: float) -> None:
         self.kernel = kernel
+        self.deadline = deadline
         self.first = first
         self.B = nblocks
         self.grid = grid
@@ -96,8 +100,18 @@ class _Chunk:
         return np.full(self.n, val & 0xFFFFFFFF, np.uint32)
 
     def _compute_special(self, name: str) -> np.ndarray:
+        # without cluster launches every block is a cluster of one (PTX ISA 10.x cluster special registers)
+        head, dot, comp = name.partition(".")
+        if head in _CLUSTER_GRID:
+            name = _CLUSTER_GRID[head] + dot + comp
+        if name.startswith(("%cluster_ctaid", "%cluster_ctarank")):
+            return self._uniform(0)
+        if name.startswith(("%cluster_nctaid", "%cluster_nctarank")):
+            return self._uniform(1)
         base, _, comp = name[1:].partition(".")
         axis = "xyz".index(comp or "x")
+        if base == "ctaid" and self.B == 1 and self.n > 1:  # one block: its coordinates are uniform
+            return self._uniform(self.coords(0)[0][axis])
         if base in ("tid", "ctaid"):
             dims = self.block if base == "tid" else self.grid
             lin = self.ltid if base == "tid" else self.first + self.blk
@@ -105,7 +119,7 @@ class _Chunk:
                                                                   lin // (dims[0] * dims[1])][axis]
             return v.astype(np.uint32)
         if base in ("ntid", "nctaid"):
-            return np.full(self.n, (self.block if base == "ntid" else self.grid)[axis], np.uint32)
+            return self._uniform((self.block if base == "ntid" else self.grid)[axis])
         lane = self.lane.astype(np.uint64)
         one = np.uint64(1)
         values = {
@@ -119,8 +133,12 @@ class _Chunk:
         }
         v = np.asarray(values[base]())
         if v.ndim == 0:
-            return np.full(self.n, int(v), np.uint32)
+            return self._uniform(int(v))
         return (v.astype(np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+
+    def _uniform(self, value: int) -> np.ndarray:
+        """A special register that holds one value for every thread of the chunk: a read-only broadcast view."""
+        return np.broadcast_to(np.array(value, np.uint32), (self.n,))
 
     # ----- error context -----
     def coords(self, t: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
@@ -155,6 +173,8 @@ class _Chunk:
                 return
             op = code[pc]
             self.clock += 1
+            if not self.clock & _CHECK_EVERY and time.monotonic() > self.deadline:
+                self._timed_out(op, idx)
             act, rest = idx, None
             if op.guard is not None:
                 g = self.regs[op.guard[0]]
@@ -186,7 +206,11 @@ class _Chunk:
                 pc += 1
             elif kind == TRAP:
                 if act.size:
-                    blk, thr = self.coords(int(act[0]))
+                    t = int(act[0])
+                    blk, thr = self.coords(t)
+                    if op.fn is not None:
+                        raise DeviceAssertion(op.fn(self, t), kernel=self.kernel.name, block=blk, thread=thr,
+                                              line=op.line)
                     raise ExecutionError(f"trap instruction executed ({op.text})", kernel=self.kernel.name,
                                          block=blk, thread=thr, line=op.line)
                 pc += 1
@@ -201,6 +225,13 @@ class _Chunk:
                 continue
             _merge(groups, pc, idx)
             return
+
+    def _timed_out(self, op: Op, idx: np.ndarray) -> None:
+        blk, thr = self.coords(int(idx[0]))
+        raise LaunchTimeout("the kernel exceeded its time limit (MOCKGPU_LAUNCH_TIMEOUT): an endless loop, or a "
+                            "spin-wait on a flag set by another block, which the emulator (running blocks in order) "
+                            f"never reaches; it was at {op.text}", kernel=self.kernel.name, block=blk, thread=thr,
+                            line=op.line)
 
     def _call(self, op: Op, act: np.ndarray) -> None:
         sel = None if act.size == self.n else act
@@ -339,13 +370,14 @@ def _dims(name: str, value, limits: tuple[int, int, int]) -> tuple[int, int, int
 
 
 def launch(module, kernel, grid, block, dynamic_shared_bytes: int, params: bytes, space: AddressSpace, device: int,
-           *, smid_count: int = 132) -> None:
+           *, smid_count: int = 132, timeout: float = 300.0) -> None:
     """Run ``kernel`` of ``module`` over the whole grid (the mock of cuLaunchKernel followed by completion).
 
     grid/block: (x, y, z) in blocks/threads; dynamic_shared_bytes: bytes of extern .shared; params: the kernel
     parameter buffer (``kernel.param_bytes`` long, laid out per ``kernel.params``); ``module`` must be bound to
     ``space`` (Module.bind). Raises ValueError for a bad launch configuration, MemoryFault (kernel, block, thread
-    filled in), BarrierDivergence or ExecutionError (trap) for failures while running. Blocks run in chunks of whole
+    filled in), BarrierDivergence, ExecutionError (trap), DeviceAssertion or LaunchTimeout (after ``timeout`` seconds)
+    for failures while running. Blocks run in chunks of whole
     blocks, in increasing block order, so results (including atomics' old values) are deterministic.
     """
     grid = _dims("grid", grid, (2**31 - 1, 65535, 65535))
@@ -365,7 +397,8 @@ def launch(module, kernel, grid, block, dynamic_shared_bytes: int, params: bytes
     nblocks = grid[0] * grid[1] * grid[2]
     per_thread = sum(max(1, WIDTH[t] // 8) for t in kernel.reg_types) + max(16, kernel.local_bytes) + 96
     per_chunk = max(1, CHUNK_BYTES // (per_thread * threads))
+    deadline = time.monotonic() + timeout
     for first in range(0, nblocks, per_chunk):
         count = min(per_chunk, nblocks - first)
         _Chunk(kernel, first, count, grid, block, dynamic_shared_bytes, bytes(params), space, symaddr,
-               smid_count).run()
+               smid_count, deadline).run()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["PTXError", "BarrierDivergence", "ExecutionError"]
+__all__ = ["PTXError", "BarrierDivergence", "ExecutionError", "DeviceAssertion", "LaunchTimeout"]
 
 
 class PTXError(Exception):
@@ -54,3 +54,14 @@ class ExecutionError(Exception):
         if line is not None:
             where += f" (PTX line {line})"
         super().__init__(f"{message}{where}")
+
+
+class DeviceAssertion(ExecutionError):
+    """A device-side ``assert`` failed: the kernel called ``__assertfail`` (CUDA C++ Programming Guide, "Assertion";
+    the driver then returns CUDA_ERROR_ASSERT). The message holds the asserted expression, file, line and function."""
+
+
+class LaunchTimeout(ExecutionError):
+    """A kernel ran longer than the launch's time limit: usually an endless loop, or a spin-wait on a flag that another
+    block sets (the emulator runs blocks in order, so such a wait never ends). The driver returns
+    CUDA_ERROR_LAUNCH_TIMEOUT."""

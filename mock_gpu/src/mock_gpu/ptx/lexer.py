@@ -76,6 +76,12 @@ def tokenize(text: str) -> list[Token]:
             raise PTXError(ln, lines[ln - 1].strip() if ln <= len(lines) else "", f"unexpected character {clean[pos]!r}")
         kind = m.lastgroup
         if kind != "ws":
-            tokens.append(Token(kind or "", m.group(), bisect.bisect_right(line_starts, m.start())))
+            line = bisect.bisect_right(line_starts, m.start())
+            text = m.group()
+            if kind == "id" and text.startswith(".") and "." in text[1:] and "::" not in text:
+                # a directive glued to its type, as in CUDA headers' inline asm: ".reg.b32" is ".reg" ".b32"
+                tokens.extend(Token("id", "." + part, line) for part in text[1:].split("."))
+            else:
+                tokens.append(Token(kind or "", text, line))
         pos = m.end()
     return tokens

@@ -3,7 +3,8 @@
 Inlining gives each call its own registers, local frame (``__local_depot``) and ``.param`` slots, so the interpreter
 needs no call stack: ``ret`` inside an inlined function becomes a branch to the instruction after the call. Direct
 recursion or mutual recursion cannot be inlined and is rejected at load time, as are indirect calls and calls to
-functions without a body (e.g. ``vprintf``).
+functions without a body (e.g. ``vprintf``), except ``__assertfail`` (the failure path of device-side ``assert``),
+which becomes a trap that reports the assertion.
 """
 
 from __future__ import annotations
@@ -211,6 +212,10 @@ class _Linker:
         args: tuple = ops[1].items if len(ops) > 1 and isinstance(ops[1], ArgList) else ()
         if len(ops) > 2 or (len(ops) == 2 and not isinstance(ops[1], ArgList)):
             raise self.err(st.line, "calls with a prototype (indirect calls) are not supported")
+        if ops[0].name == "__assertfail" and (callee is None or not callee.defined):
+            self.code.append(LInstr(("__assertfail",), [self.call_arg(a, frame, st.line) for a in args],
+                                    self.guard(st, frame), st.line))
+            return
         if callee is None or not callee.defined:
             raise self.err(st.line, f"call of {ops[0].name!r}, which has no body in this module (external functions "
                                     "such as vprintf/malloc are not supported by the interpreter)")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..memory import MemoryFault, gather, scatter
+from . import alu
 from .operands import GENERIC_WINDOWS
 
 __all__ = ["resolve_space", "load", "store", "atomic", "space_of_generic"]
@@ -93,7 +94,14 @@ def _resolve_generic(c, addrs, size, idx, align):
 
 
 def load(c, space: str, addrs: np.ndarray, dtype: np.dtype, count: int, idx) -> np.ndarray:
-    """Gather ``count`` elements of ``dtype`` per thread; shape (n,) or (n, count)."""
+    """Gather ``count`` elements of ``dtype`` per thread; shape (n,) or (n, count).
+
+    A uniform address (a broadcast view, e.g. of a kernel parameter) in a space whose contents every thread sees alike
+    (kernel parameters, global memory) is read once and broadcast (read-only result).
+    """
+    if addrs.size > 1 and addrs.strides == (0,) and space in ("kparam", "global"):
+        one = load(c, space, addrs[:1], dtype, count, None)
+        return np.broadcast_to(one, (addrs.size, *one.shape[1:]))
     size = np.dtype(dtype).itemsize * count
     groups = resolve_space(c, space, addrs, size, idx)
     if len(groups) == 1 and groups[0][2] is None:
@@ -111,7 +119,7 @@ def store(c, space: str, addrs: np.ndarray, values: np.ndarray, idx) -> None:
         raise _fault("out-of-bounds", int(addrs[0]), values.dtype.itemsize * count, "param",
                      "kernel parameters are read-only", 0)
     groups = resolve_space(c, space, addrs, values.dtype.itemsize * count, idx)
-    for buf, offs, pos in groups:
+    for buf, _, pos in groups:
         if buf is c.kparams:
             raise _fault("out-of-bounds", int(addrs[0 if pos is None else pos[0]]), values.dtype.itemsize,
                          "param", "kernel parameters are read-only", 0 if pos is None else int(pos[0]))
@@ -120,17 +128,23 @@ def store(c, space: str, addrs: np.ndarray, values: np.ndarray, idx) -> None:
 
 
 # ----- atomics -----
+_BF16_ADD = alu.AluSpec("add", "bf16", frozenset({"rn"}))
 _UFUNC = {"add": np.add, "min": np.minimum, "max": np.maximum, "and": np.bitwise_and, "or": np.bitwise_or,
           "xor": np.bitwise_xor}
 
 
 def atomic(c, space: str, addrs: np.ndarray, op: str, values: np.ndarray, compare: np.ndarray | None,
            idx) -> np.ndarray:
-    """Apply atom/red ``op`` (add min max inc dec and or xor exch cas) in thread order; returns the old values.
+    """Apply atom/red ``op`` (add min max inc dec and or xor exch cas, and add.f16 / add.bf16 on 16-bit raw or
+    float16 values) in thread order; returns the old values (same dtype as ``values``).
 
     ``values`` is b (the new value for exch/cas); ``compare`` is cas's compare operand. inc/dec follow PTX ISA
     9.7.13.5: inc stores (old >= b) ? 0 : old + 1; dec stores (old == 0 || old > b) ? b : old - 1 (unsigned).
+    add.f16 rounds every addition to nearest (float16 arithmetic through float32 is correctly rounded: 24 >= 2*11+2
+    bits); add.bf16 rounds each addition with the ALU's bf16 add.
     """
+    if op == "add.f16":
+        return atomic(c, space, addrs, "add", values.view(np.float16), None, idx).view(values.dtype)
     old = np.empty_like(values)
     for buf, offs, pos in resolve_space(c, space, addrs, values.dtype.itemsize, idx):
         view = buf.view(values.dtype)
@@ -185,6 +199,8 @@ def _sequential(view: np.ndarray, el: np.ndarray, op: str, v: np.ndarray, cmp: n
 
 
 def _apply(op: str, old: np.ndarray, b: np.ndarray, cmp: np.ndarray | None) -> np.ndarray:
+    if op == "add.bf16":
+        return np.asarray(alu.execute(_BF16_ADD, old, b))
     if op in _UFUNC:
         return _UFUNC[op](old, b).astype(old.dtype)
     if op == "inc":

@@ -42,10 +42,13 @@ class Kernel:
 
 class Module:
     """A loaded PTX module: ``kernels`` (name -> Kernel) and ``globals`` (name -> (size bytes, align)) of its
-    module-scope .global/.const variables, which :meth:`bind` places in device memory."""
+    module-scope .global/.const variables, which :meth:`bind` places in device memory; ``version`` and ``target``
+    repeat its .version and .target directives."""
 
     def __init__(self, parsed: ParsedModule, kernels: dict[str, Kernel]) -> None:
         self.kernels = kernels
+        self.version = parsed.version  # .version (major, minor)
+        self.target = list(parsed.target)  # .target entries, e.g. ["sm_90"]
         self._decls = {d.name: d for d in parsed.variables if d.space in ("global", "const")}
         self.globals: dict[str, tuple[int, int]] = {n: (d.size, d.align) for n, d in self._decls.items()}
         self._bound: tuple[AddressSpace, int, dict[str, int]] | None = None
@@ -126,6 +129,16 @@ def load_module(ptx_text: str) -> Module:
     Raises PTXError (line number, line text, what is unsupported) for anything the interpreter cannot run, before
     any code executes.
     """
+    if not isinstance(ptx_text, str):
+        raise TypeError(f"PTX text must be a str, got {type(ptx_text).__name__}")
+    try:
+        return _load(ptx_text)
+    except (ValueError, IndexError, KeyError, TypeError, OverflowError, RecursionError) as exc:
+        # malformed input the parser's own checks did not anticipate: still an invalid-PTX error, never a crash
+        raise PTXError(0, "", f"malformed PTX ({type(exc).__name__}: {exc})") from exc
+
+
+def _load(ptx_text: str) -> Module:
     parsed = parse(ptx_text)
     kernels: dict[str, Kernel] = {}
     for name, f in parsed.funcs.items():
@@ -136,10 +149,11 @@ def load_module(ptx_text: str) -> Module:
         reqntid = lk.perf.get(".reqntid")
         limit = lk.perf.get(".maxntid") or reqntid
         max_threads = int(np.prod(limit)) if limit else _MAX_THREADS
-        req = tuple(list(reqntid) + [1] * (3 - len(reqntid))) if reqntid else None
+        r = (*reqntid, 1, 1) if reqntid else None
+        req = (r[0], r[1], r[2]) if r else None
         kernels[name] = Kernel(name, lk.params, lk.param_bytes, lk.static_shared_bytes, lk.local_bytes,
                                min(max_threads, _MAX_THREADS), req, lk.dynamic_shared_offset, code,
-                               lk.reg_types)  # type: ignore[arg-type]
+                               lk.reg_types)
     for d in parsed.variables:
         if d.elem not in STORAGE and d.elem != "b8":
             raise PTXError(d.line, parsed.lines[d.line - 1].strip(), f"unsupported variable type .{d.elem}")

@@ -16,7 +16,7 @@ from .linker import Loc
 from .parser import FImm, Imm, Not, Reg, Sink, Special
 from .types import RAW, STORAGE, WIDTH, const_value, to_raw, to_type
 
-__all__ = ["Reader", "Writer", "reader", "writer", "OperandError", "GENERIC_WINDOWS"]
+__all__ = ["Reader", "Writer", "reader", "writer", "uniform", "is_uniform", "OperandError", "GENERIC_WINDOWS"]
 
 Reader = Callable[..., np.ndarray]
 Writer = Callable[..., None]
@@ -44,15 +44,21 @@ def reader(o: object, t: str, reg_types: list[str]) -> Reader:
         if t == "pred":
             raise OperandError("an immediate cannot be a predicate operand")
         val = const_value(o.bits, t, float_width=o.width) if isinstance(o, FImm) else const_value(o.value, t)
-        dt = STORAGE[t]
-        return lambda c, i, n: np.full(n, val, dtype=dt)
+        return uniform(np.array(val, dtype=STORAGE[t]))
     if isinstance(o, Special):
-        name = o.name
-        return lambda c, i, n: _convert(c.special(name) if i is None else c.special(name)[i], 32 if
-                                        c.special(name).dtype.itemsize == 4 else 64, t)
+        return _special_reader(o.name, t)
     if isinstance(o, Loc):
         return _address_reader(o, t)
     raise OperandError(f"operand {o!r} cannot be used as a .{t} source")
+
+
+def _special_reader(name: str, t: str) -> Reader:
+    def read(c, i, n):
+        v = c.special(name)
+        if i is not None:
+            v = np.broadcast_to(v[:1], (n,)) if is_uniform(v) else v[i]
+        return _convert(v, v.dtype.itemsize * 8, t)
+    return read
 
 
 def _convert(raw: np.ndarray, width: int, t: str) -> np.ndarray:
@@ -76,9 +82,39 @@ def _address_reader(loc: Loc, t: str) -> Reader:
     mask = (1 << WIDTH[t]) - 1
     if loc.space == "global":
         name, off = loc.name, loc.offset
-        return lambda c, i, n: np.full(n, (c.symaddr[name] + off) & mask, dtype=RAW[WIDTH[t]]).view(dt)
-    val = loc.offset & mask
-    return lambda c, i, n: np.full(n, val, dtype=RAW[WIDTH[t]]).view(dt)
+        raw = RAW[WIDTH[t]]
+        return lambda c, i, n: np.broadcast_to(np.array((c.symaddr[name] + off) & mask, raw).view(dt), (n,))
+    return uniform(np.array(loc.offset & mask, dtype=RAW[WIDTH[t]]).view(dt))
+
+
+def is_uniform(x: np.ndarray) -> bool:
+    """True for a broadcast view (stride 0): one value shared by every thread."""
+    return x.ndim == 1 and x.size > 1 and x.strides == (0,)
+
+
+def _owned(raw: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """The array a register may keep: a uniform (read-only broadcast) value as it is, else storage no other object
+    uses (``raw`` when it or the value it views was freshly computed, otherwise a copy)."""
+    if is_uniform(raw):
+        return raw
+    if (raw.flags.owndata or v.flags.owndata) and raw.flags.c_contiguous and raw.flags.writeable:
+        return raw
+    return raw.copy()
+
+
+def _scatter(c, rid: int, i: np.ndarray, value: np.ndarray) -> None:
+    """Write the selected threads of a register, first giving a uniform register storage of its own."""
+    reg = c.regs[rid]
+    if not reg.flags.writeable:
+        reg = c.regs[rid] = reg.copy()
+    reg[i] = value
+
+
+def uniform(value: np.ndarray) -> Reader:
+    """A reader giving the 0-d ``value`` to every selected thread: a read-only broadcast view, no allocation. Writers
+    copy such views, so a register never aliases it."""
+    value.flags.writeable = False
+    return lambda c, i, n: np.broadcast_to(value, (n,))
 
 
 def writer(o: object, t: str, reg_types: list[str]) -> Writer:
@@ -94,17 +130,15 @@ def writer(o: object, t: str, reg_types: list[str]) -> Writer:
     if width == 1:
         def write_pred(c, i, v):
             if i is None:
-                c.regs[rid] = v.astype(np.bool_, copy=not v.flags.owndata)
+                c.regs[rid] = _owned(v.astype(np.bool_, copy=False), v)
             else:
-                c.regs[rid][i] = v
+                _scatter(c, rid, i, v)
         return write_pred
 
     def write(c, i, v):
         raw = to_raw(v, t, width)
         if i is None:
-            if not (raw.flags.owndata or v.flags.owndata) or not raw.flags.c_contiguous:
-                raw = raw.copy()
-            c.regs[rid] = raw
+            c.regs[rid] = _owned(raw, v)
         else:
-            c.regs[rid][i] = raw
+            _scatter(c, rid, i, raw)
     return write

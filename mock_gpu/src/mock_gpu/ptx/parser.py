@@ -108,7 +108,8 @@ SPECIAL_REGS = frozenset(
     + ["%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%nwarpid", "%smid", "%nsmid", "%gridid",
        "%clock", "%clock64", "%clock_hi", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi", "%dynamic_smem_size",
        "%total_smem_size", "%aggr_smem_size", "%lanemask_eq", "%lanemask_lt", "%lanemask_le", "%lanemask_gt",
-       "%lanemask_ge"])
+       "%lanemask_ge", "%cluster_ctarank", "%cluster_nctarank"]
+    + [f"%{n}.{c}" for n in ("clusterid", "nclusterid", "cluster_ctaid", "cluster_nctaid") for c in "xyz"])
 
 
 @dataclass
@@ -168,6 +169,7 @@ class ParsedModule:
     lines: list[str] = field(default_factory=list)
 
 
+_MAX_REGS = 1 << 20  # registers per function; far above what compilers emit, low enough to fail fast on garbage
 _LINKAGE = {".visible", ".extern", ".weak", ".common"}
 _PERF = {".maxntid", ".reqntid", ".minnctapersm", ".maxnctapersm", ".maxnreg", ".maxclusterrank",
          ".reqnctapercluster", ".explicitcluster", ".noreturn", ".blocksareclusters"}
@@ -252,14 +254,19 @@ class _Parser:
     def parse(self) -> ParsedModule:
         while self.peek() is not None:
             self.top_level()
+        if self.mod.version == (0, 0) or not self.mod.target:
+            raise PTXError(1, self.lines[0].strip() if self.lines else "",
+                           "not a PTX module: the .version and .target directives are missing (PTX ISA 11.1)")
         return self.mod
 
     def top_level(self) -> None:
         tok = self.next()
         t = tok.text
         if t == ".version":
-            num = self.next().text
-            major, _, minor = num.partition(".")
+            num = self.next()
+            major, _, minor = num.text.partition(".")
+            if num.kind != "num" or not major.isdigit() or not (minor or "0").isdigit():
+                raise self.err(f"expected a version number such as 8.0 after .version, found {num.text!r}", num.line)
             self.mod.version = (int(major), int(minor or 0))
         elif t == ".target":
             self.mod.target.append(self.next().text)
@@ -508,6 +515,9 @@ class _BodyParser:
             if p.accept("<"):
                 count = p.int_lit()
                 p.expect(">")
+                if not 0 <= count <= _MAX_REGS - len(self.f.regs):
+                    raise p.err(f"register declaration {name}<{count}> exceeds the limit of {_MAX_REGS} registers "
+                                "per function", t.line)
                 for k in range(count):
                     self.add_reg(f"{name}{k}", rtype)
             else:

@@ -17,6 +17,7 @@ STORAGE: dict[str, type] = {
     "b8": np.uint8, "u8": np.uint8, "s8": np.int8,
     "b16": np.uint16, "u16": np.uint16, "s16": np.int16, "f16": np.float16, "bf16": np.uint16,
     "b32": np.uint32, "u32": np.uint32, "s32": np.int32, "f32": np.float32, "f16x2": np.uint32, "bf16x2": np.uint32,
+    "u16x2": np.uint32, "s16x2": np.uint32, "e4m3x2": np.uint16, "e5m2x2": np.uint16,
     "b64": np.uint64, "u64": np.uint64, "s64": np.int64, "f64": np.float64,
 }
 WIDTH: dict[str, int] = {t: (1 if t == "pred" else np.dtype(d).itemsize * 8) for t, d in STORAGE.items()}
@@ -53,7 +54,7 @@ def to_raw(val: np.ndarray, t: str, reg_width: int) -> np.ndarray:
     w = WIDTH[t]
     if w == 1:
         return val.astype(np.bool_, copy=False)
-    bits = val.view(RAW[w]) if val.dtype.itemsize * 8 == w else val.astype(STORAGE[t]).view(RAW[w])
+    bits: np.ndarray = val.view(RAW[w]) if val.dtype.itemsize * 8 == w else val.astype(STORAGE[t]).view(RAW[w])
     if w == reg_width:
         return bits
     if w > reg_width:
