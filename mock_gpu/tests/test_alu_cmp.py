@@ -3,29 +3,14 @@ alu.supports with alu.execute over a grid of instruction forms."""
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import math
-import sys
-import types
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from mock_gpu.ptx import alu
 
-def _load_alu():
-    try:
-        return importlib.import_module("mock_gpu.ptx.alu")
-    except ImportError:
-        name = "_alu_under_test_cmp"
-        pkg = types.ModuleType(name)
-        pkg.__path__ = [str(Path(__file__).resolve().parents[1] / "src" / "mock_gpu" / "ptx")]
-        sys.modules[name] = pkg
-        return importlib.import_module(f"{name}.alu")
-
-
-alu = _load_alu()
 S = alu.AluSpec
 
 FLOAT_REF = {

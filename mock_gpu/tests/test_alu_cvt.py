@@ -2,32 +2,19 @@
 
 from __future__ import annotations
 
-import importlib
 import math
 import sys
-import types
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from mock_gpu.ptx import alu
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_alu_float import FORMATS, MODES, as_f64, bits, check_against, ref_round  # noqa: E402
 
-
-def _load_alu():
-    try:
-        return importlib.import_module("mock_gpu.ptx.alu")
-    except ImportError:
-        name = "_alu_under_test_cvt"
-        pkg = types.ModuleType(name)
-        pkg.__path__ = [str(Path(__file__).resolve().parents[1] / "src" / "mock_gpu" / "ptx")]
-        sys.modules[name] = pkg
-        return importlib.import_module(f"{name}.alu")
-
-
-alu = _load_alu()
 S = alu.AluSpec
 INTS = [f"{k}{n}" for k in "us" for n in (8, 16, 32, 64)]
 DT = {t: np.dtype(f"{'i' if t[0] == 's' else 'u'}{int(t[1:]) // 8}") for t in INTS}

@@ -3,29 +3,14 @@ integer arithmetic to the target format in each IEEE rounding direction."""
 
 from __future__ import annotations
 
-import importlib
 import math
-import sys
-import types
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from mock_gpu.ptx import alu
 
-def _load_alu():
-    try:
-        return importlib.import_module("mock_gpu.ptx.alu")
-    except ImportError:
-        name = "_alu_under_test_float"
-        pkg = types.ModuleType(name)
-        pkg.__path__ = [str(Path(__file__).resolve().parents[1] / "src" / "mock_gpu" / "ptx")]
-        sys.modules[name] = pkg
-        return importlib.import_module(f"{name}.alu")
-
-
-alu = _load_alu()
 S = alu.AluSpec
 # (precision incl. hidden bit, minimum normal exponent, maximum exponent)
 FORMATS = {"f16": (11, -14, 15), "bf16": (8, -126, 127), "f32": (24, -126, 127), "f64": (53, -1022, 1023)}

@@ -2,27 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
-import types
-from pathlib import Path
-
 import numpy as np
 import pytest
 
+from mock_gpu.ptx import alu
 
-def _load_alu():
-    try:
-        return importlib.import_module("mock_gpu.ptx.alu")
-    except ImportError:
-        name = "_alu_under_test_int"
-        pkg = types.ModuleType(name)
-        pkg.__path__ = [str(Path(__file__).resolve().parents[1] / "src" / "mock_gpu" / "ptx")]
-        sys.modules[name] = pkg
-        return importlib.import_module(f"{name}.alu")
-
-
-alu = _load_alu()
 S = alu.AluSpec
 DT = {f"{k}{n}": np.dtype(f"{'i' if k == 's' else 'u'}{n // 8}") for k in "us" for n in (8, 16, 32, 64)}
 
