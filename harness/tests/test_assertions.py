@@ -84,7 +84,7 @@ def test_overrides_and_bad_arguments() -> None:
     assert tolerance(dtypes.float32, atol=0.5).atol == 0.5
     with pytest.raises(ValueError, match="compares exactly"):
         tolerance(dtypes.int32, rtol=0.1)
-    with pytest.raises(ValueError, match="rtol must be >= 0"):
+    with pytest.raises(ValueError, match="rtol must be a finite number >= 0"):
         tolerance(dtypes.float32, rtol=-1.0)
     with pytest.raises(TypeError, match="runtime DType"):
         assert_close(np.zeros(1), np.zeros(1), np.float32)  # type: ignore[arg-type]

@@ -107,7 +107,7 @@ def test_bad(benchmark):
 """)
     result = fake_pytester.runpytest("--benchmark-disable")
     assert result.ret != 0
-    result.stdout.fnmatch_lines(["*bench_threshold takes one fraction > 0*"])
+    result.stdout.fnmatch_lines(["*test_bad: @pytest.mark.bench_threshold: threshold -1 must be a fraction > 0*"])
 
 
 BIGMEM_TEST = """

@@ -53,8 +53,8 @@ def test_random_seed_opts_out_of_determinism(fake_pytester: pytest.Pytester, mon
 def test_bad_seed_is_a_usage_error(fake_pytester: pytest.Pytester) -> None:
     fake_pytester.makepyfile(PRINTING)
     result = fake_pytester.runpytest("--harness-seed", "abc")
-    assert result.ret != 0
-    result.stdout.fnmatch_lines(["*--harness-seed='abc' is not an integer seed or 'random'*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --harness-seed='abc' is not an integer seed or 'random'"])
 
 
 def test_seed_is_printed_on_failure_and_reproduces(fake_pytester: pytest.Pytester) -> None:

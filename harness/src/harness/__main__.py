@@ -10,12 +10,22 @@ from collections.abc import Sequence
 COMMANDS = {"bench": "harness.bench", "report": "harness.report.cli"}
 
 
+USAGE = f"usage: python -m harness {{{','.join(COMMANDS)}}} ... (python -m harness COMMAND --help for its options)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Dispatch ``argv`` (default: sys.argv[1:]) to its command and return the exit status (2 for a bad command)."""
+    """Dispatch ``argv`` (default: sys.argv[1:]) to its command and return the exit status.
+
+    ``-h``/``--help`` print the usage on stdout (status 0); a missing or unknown command prints it on stderr as one
+    line naming what was given (status 2).
+    """
     args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0
     if not args or args[0] not in COMMANDS:
-        given = repr(args[0]) if args else "none"
-        print(f"usage: python -m harness {{{','.join(COMMANDS)}}} ...; unknown command {given}", file=sys.stderr)
+        given = f"unknown command {args[0]!r}" if args else "no command given"
+        print(f"{USAGE}; {given}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[args[0]])
     return int(module.main(args[1:], prog=f"python -m harness {args[0]}"))

@@ -8,6 +8,7 @@ rounding difference (e.g. a libm ``sin`` against a correctly rounded reference).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,13 +46,18 @@ TOLERANCES: dict[DType, Tolerance] = {
 def tolerance(dtype: DType, rtol: float | None = None, atol: float | None = None) -> Tolerance:
     """The tolerance used for ``dtype``: :data:`TOLERANCES` (exact for ints and bool), each part overridable.
 
-    Raises ``ValueError`` for a negative override or an override on an exact (integer or bool) dtype.
+    Raises ``TypeError`` for an override that is not a real number, ``ValueError`` for a negative or non-finite one
+    (NaN would fail, infinity pass, every element) or an override on an exact (integer or bool) dtype.
     """
     base = TOLERANCES.get(dtype, _EXACT)
     for name, value in (("rtol", rtol), ("atol", atol)):
-        if value is not None and value < 0:
-            raise ValueError(f"{name} must be >= 0, got {value}")
-        if value is not None and not dtype.is_float:
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise TypeError(f"{name} must be a real number, got {value!r}")
+        if not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+        if not dtype.is_float:
             raise ValueError(f"{dtype.name} compares exactly; a {name} override makes no sense for it")
     return Tolerance(base.rtol if rtol is None else rtol, base.atol if atol is None else atol)
 
@@ -68,31 +74,57 @@ def assert_close(actual: Any, expected: Any, dtype: DType, *, rtol: float | None
         what: a label for the message (e.g. ``"output 2 of kernel 'alu_float32'"``).
 
     The message gives the number of mismatching elements out of the total, the largest absolute and relative error, and
-    the first few bad indices with their actual and expected values. Raises ``TypeError`` if ``dtype`` is not a DType.
+    the first few bad indices with their actual and expected values. An ``actual`` numpy array (or scalar) of floats
+    for an integer or bool ``dtype``, or of ints or bools for a float ``dtype``, fails as a dtype mismatch (the device
+    returned another kind of element; a wider float type is fine). Raises ``TypeError`` if ``dtype`` is not a DType
+    or an input is not numeric (None, strings, complex, ragged lists).
     """
     if not isinstance(dtype, DType):
         raise TypeError(f"dtype must be a runtime DType (e.g. dtypes.float32), got {dtype!r}")
     tol = tolerance(dtype, rtol, atol)
-    a, e = np.asarray(actual), np.asarray(expected)
+    a, e = _numeric_array(actual, "actual", dtype), _numeric_array(expected, "expected", dtype)
     label = f"{what}: " if what else ""
+    if isinstance(actual, (np.ndarray, np.generic)) and _is_float(a.dtype) != dtype.is_float:
+        raise AssertionError(f"{label}dtype mismatch: actual holds {a.dtype} values, expected {dtype.name} values")
     if a.shape != e.shape:
         raise AssertionError(f"{label}shape mismatch: actual {a.shape}, expected {e.shape}")
     if dtype.is_float:
         a64, e64 = a.astype(np.float64), e.astype(np.float64)
         bad = _float_mismatches(a64, e64, tol)
     else:
-        a64, e64 = _exact_values(a, dtype), _exact_values(e, dtype)
+        a64, e64 = _exact_values(a, dtype, "actual"), _exact_values(e, dtype, "expected")
         bad = a64 != e64
     if bad.any():
-        raise AssertionError(label + _summary(a64, e64, bad, dtype, tol))
+        with np.errstate(over="ignore", invalid="ignore"):  # differences of huge or infinite values
+            raise AssertionError(label + _summary(a64, e64, bad, dtype, tol))
 
 
-def _exact_values(x: np.ndarray, dtype: DType) -> np.ndarray:
+_FLOAT_TYPES = frozenset(d.np for d in TOLERANCES)  # ml_dtypes' bfloat16 has numpy kind 'V', not 'f'
+
+
+def _is_float(np_dtype: np.dtype) -> bool:
+    return np_dtype.kind == "f" or np_dtype in _FLOAT_TYPES
+
+
+def _numeric_array(x: Any, side: str, dtype: DType) -> np.ndarray:
+    """``x`` as a numpy array of bools, ints or floats (or, for an exact ``dtype``, Python ints beyond int64 in an
+    object array); ``TypeError`` naming ``side`` for anything else."""
+    try:
+        arr = np.asarray(x)
+    except (ValueError, TypeError) as exc:  # ragged nested lists
+        raise TypeError(f"{side} is not an array of numbers: {exc}") from None
+    big_ints = arr.dtype == object and not dtype.is_float and all(isinstance(v, (int, np.integer)) for v in arr.flat)
+    if arr.dtype.kind not in "biu" and not _is_float(arr.dtype) and not big_ints:
+        raise TypeError(f"{side} must hold bools, ints or floats, got {arr.dtype} values ({x!r:.60})")
+    return arr
+
+
+def _exact_values(x: np.ndarray, dtype: DType, side: str) -> np.ndarray:
     """``x`` as Python ints (object array), so values of any integer type compare and subtract exactly."""
-    if x.dtype.kind == "f":
+    if x.dtype != object and x.dtype.kind not in "biu":
         if not np.all(np.isfinite(x)) or not np.all(x == np.trunc(x)):
-            raise AssertionError(f"{dtype.name} compares exactly, but got non-integral float values ({x.dtype})")
-    return x.astype(object) if x.dtype.kind in "biu" else np.vectorize(int, otypes=[object])(x)
+            raise AssertionError(f"{dtype.name} compares exactly, but {side} holds non-integral float values ({x.dtype})")
+    return x.astype(object) if x.dtype.kind in "biuO" else np.vectorize(int, otypes=[object])(x)
 
 
 def _float_mismatches(a: np.ndarray, e: np.ndarray, tol: Tolerance) -> np.ndarray:

@@ -6,10 +6,13 @@ This is what ``nox -s bench`` runs. Steps:
    --benchmark-json=<out>/runs/<UTC timestamp>.json -v`` plus the arguments after ``--`` (e.g. ``--backends CPU``), in a
    subprocess whose output goes straight to the terminal; never under xdist, whose workers would time concurrently.
    When pytest fails (any non-zero status, 5 "no tests collected" included) the command stops with pytest's status and
-   a message; the run file it may have written is renamed ``<name>.json.failed`` so it never enters the history.
+   a message; the run file it may have written is renamed ``<name>.json.failed`` so it never enters the history (an
+   empty one, created by pytest-benchmark before it failed, is removed).
 2. The machine id (``harness.report.machine_id`` of the run's ``machine_info``) names the baseline file
    ``<baseline dir>/<machine_id>.json``. The baseline dir is ``--baseline-dir``, else the environment variable
-   HARNESS_BASELINE_DIR, else ``.benchmarks/baselines`` (relative to the working directory).
+   HARNESS_BASELINE_DIR, else ``.benchmarks/baselines`` (relative to the working directory); one that exists but is
+   not a directory is refused (status 2) before pytest runs. An unusable baseline file is an error too (status 2),
+   never taken as "no baseline".
 3. The report (``harness.report``) compares the run with that baseline, with the earlier runs of the same machine in
    ``<out>/runs`` as trend history, and writes ``report.md``, ``report.html`` and ``report.json`` into ``<out>``
    (default ``reports/``). Without a baseline it still writes them, every benchmark "new", and says how to make this
@@ -23,7 +26,6 @@ Exit status: 0 no regression, or no baseline yet; 1 a benchmark regressed beyond
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -33,6 +35,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
+from harness.cli_args import ArgumentParser
 from harness.report import ReportInputError, machine_id, parse_run, read_json
 from harness.report.cli import finish, parse_threshold_option, write_report
 from harness.report.history import load_history
@@ -53,9 +56,9 @@ _PYTEST_STATUS = {
 }
 
 
-def build_parser(prog: str = "python -m harness bench") -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m harness bench") -> ArgumentParser:
     """The argument parser of the bench command (the pytest arguments after ``--`` are split off before it runs)."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog=prog,
         usage=f"{prog} [options] [-- pytest arguments, e.g. --backends CPU]",
         description="Run the benchmark suites (harness.benchmarks) with pytest-benchmark, save the run as "
@@ -92,16 +95,20 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness bench
     except OSError as exc:
         print(f"harness bench: error: --out {args.out!r}: cannot create {str(runs)!r}: {exc}", file=sys.stderr)
         return 2
+    baseline_dir, source = _baseline_dir(args.baseline_dir)
+    if baseline_dir.exists() and not baseline_dir.is_dir():  # checked before the benchmarks spend minutes
+        print(f"harness bench: error: {source} {str(baseline_dir)!r} is not a directory; point it at a directory of "
+              "<machine_id>.json baselines (one that does not exist yet is created)", file=sys.stderr)
+        return 2
     run_file = _new_run_path(runs)
     status = _run_pytest(pytest_command(run_file, pytest_args), run_file)
     if status != 0:
         return status
-    baseline_dir = Path(args.baseline_dir or os.environ.get(BASELINE_DIR_ENV) or DEFAULT_BASELINE_DIR)
     try:
         current = _load_current(run_file)
         baseline_file = baseline_dir / f"{machine_id(current.machine_info)}.json"
-        baseline = parse_run(read_json(baseline_file, "baseline"), str(baseline_file)) if baseline_file.exists() else None
-        history = _same_machine(load_history(runs, exclude=run_file), current)
+        baseline = _load_baseline(baseline_file) if baseline_file.exists() else None
+        history = _same_machine(_load_runs(runs, run_file), current)
         result, written = write_report(current, baseline, history, out=args.out, threshold=args.threshold)
         if args.save_baseline:
             save_baseline(run_file, baseline_file)
@@ -154,6 +161,15 @@ def save_baseline(run_file: Path, baseline_file: Path) -> None:
         ) from None
 
 
+def _baseline_dir(option: str | None) -> tuple[Path, str]:
+    """(baseline dir, where it came from): ``--baseline-dir``, else $HARNESS_BASELINE_DIR, else the default."""
+    if option:
+        return Path(option), "--baseline-dir"
+    if os.environ.get(BASELINE_DIR_ENV):
+        return Path(os.environ[BASELINE_DIR_ENV]), f"${BASELINE_DIR_ENV}"
+    return DEFAULT_BASELINE_DIR, "the default baseline dir"
+
+
 def _split(argv: list[str]) -> tuple[list[str], list[str]]:
     """(own options, pytest arguments): everything after the first '--' goes to pytest."""
     if "--" not in argv:
@@ -180,7 +196,9 @@ def _run_pytest(command: list[str], run_file: Path) -> int:
         return 0
     why = _PYTEST_STATUS.get(status, "pytest failed")
     aside = ""
-    if run_file.exists():
+    if run_file.exists() and run_file.stat().st_size == 0:  # pytest-benchmark creates the file when it parses options
+        run_file.unlink()
+    elif run_file.exists():
         failed = run_file.with_name(run_file.name + ".failed")
         run_file.replace(failed)
         aside = f"; its partial results are in {failed}, kept out of the history"
@@ -200,6 +218,27 @@ def _load_current(run_file: Path) -> BenchmarkRun:
     except ReportInputError:
         run_file.replace(run_file.with_name(run_file.name + ".failed"))  # an unusable run must not enter the history
         raise
+
+
+def _load_baseline(baseline_file: Path) -> BenchmarkRun:
+    """This machine's baseline; an unusable one is an error that says to replace it (never silently ignored)."""
+    try:
+        return parse_run(read_json(baseline_file, "baseline"), str(baseline_file))
+    except ReportInputError as exc:
+        raise ReportInputError(
+            f"{exc}; this is the machine's stored baseline: fix or delete it, then rerun with --save-baseline"
+        ) from None
+
+
+def _load_runs(runs: Path, run_file: Path) -> list[BenchmarkRun]:
+    """The earlier runs in ``runs`` (all but ``run_file``); an unusable one is an error that says how to set it aside."""
+    try:
+        return load_history(runs, exclude=run_file)
+    except ReportInputError as exc:
+        raise ReportInputError(
+            f"{exc}; it is an earlier run in {str(runs)!r}: rename it to <name>.json.failed (or delete it) to keep it "
+            "out of the history"
+        ) from None
 
 
 def _same_machine(runs: list[BenchmarkRun], current: BenchmarkRun) -> list[BenchmarkRun]:

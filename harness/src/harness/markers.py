@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Protocol
+from collections.abc import Iterator
+from typing import NoReturn, Protocol
 
 import pytest
 
+from harness.threshold import threshold_fraction
 from runtime_core.device import Device
 from runtime_core.dtype import DType
 
@@ -19,7 +20,7 @@ MARKERS = {
     "needs_local": "needs_local: skip on backends whose renderer lacks real local thread ids and shared memory "
                    "(renderer.has_local and renderer.has_shared)",
     "needs_dtype": "needs_dtype(*dtypes): skip on backends whose renderer does not support every given DType",
-    "bench_threshold": "bench_threshold(fraction): regression threshold of this benchmark (0.25 = 25% slower), "
+    "bench_threshold": "bench_threshold(fraction): regression threshold of this benchmark (0.25 or '25%' = 25% slower), "
                        "stored in benchmark.extra_info['threshold'] for the report",
     "slow": "slow: takes long; deselect with -m 'not slow'",
     "bigmem": "bigmem: needs more than 2 GiB of memory; runs only with --run-bigmem or HARNESS_RUN_BIGMEM=1",
@@ -28,6 +29,9 @@ MARKERS = {
 
 class _Marked(Protocol):
     """A pytest item or ``metafunc.definition``: something whose markers can be walked from closest to farthest."""
+
+    @property
+    def nodeid(self) -> str: ...
 
     def iter_markers(self, name: str | None = None) -> Iterator[pytest.Mark]: ...
 
@@ -38,13 +42,26 @@ def register(config: pytest.Config) -> None:
         config.addinivalue_line("markers", text)
 
 
-def _names(marks: Iterable[pytest.Mark], marker: str) -> set[str]:
+def _misuse(node: _Marked, text: str) -> NoReturn:
+    """Fail the test (or its collection) with ``text`` naming the test: a marker used wrongly is the test's error."""
+    pytest.fail(f"{node.nodeid}: {text}", pytrace=False)
+
+
+def _names(node: _Marked, mark: pytest.Mark) -> set[str]:
+    """The canonical backend names of a ``backends``/``skip_backends`` mark; a misuse fails the test (a typo would
+    otherwise skip it on every backend, or never skip it)."""
+    if not mark.args:
+        _misuse(node, f"@pytest.mark.{mark.name}() names no backend; give names such as {mark.name}('CPU', 'PYTHON')")
+    registered = Device.backends()
     out = set()
-    for m in marks:
-        for n in m.args:
-            if not isinstance(n, str):
-                raise pytest.UsageError(f"@pytest.mark.{marker} takes backend names as strings, got {n!r}")
-            out.add(Device.canonicalize(n))
+    for n in mark.args:
+        if not isinstance(n, str) or not n:
+            _misuse(node, f"@pytest.mark.{mark.name} takes backend names as non-empty strings, got {n!r}")
+        name = Device.canonicalize(n)
+        if name.partition(":")[0] not in registered:
+            _misuse(node, f"@pytest.mark.{mark.name} names {n!r}, which is no registered backend; registered: "
+                          f"{', '.join(sorted(registered)) or 'none'}")
+        out.add(name)
     return out
 
 
@@ -52,27 +69,36 @@ def restriction_reason(node: _Marked, backend: str) -> str | None:
     """Why the ``backends``/``skip_backends`` markers of ``node`` exclude ``backend``, or ``None`` if they allow it.
 
     ``backends`` marks on the function, class and module all apply (the allowed set is their intersection).
+    A marker name without a device part (``"CUDA"``) covers every device of that backend (``CUDA:1``,
+    ``DISK:/tmp/f``); one with it (``"CUDA:1"``) only that device.
     ``node`` is anything with ``iter_markers`` (an item, or ``metafunc.definition``).
     """
     for m in node.iter_markers("backends"):  # every level's restriction applies
-        if backend not in (allowed := _names([m], "backends")):
+        if not _covers(allowed := _names(node, m), backend):
             return f"test restricted to backends {', '.join(sorted(allowed))} by @pytest.mark.backends"
     for m in node.iter_markers("skip_backends"):
-        if backend in _names([m], "skip_backends"):
+        if _covers(_names(node, m), backend):
             why = m.kwargs.get("reason") or "no reason given"
             return f"{backend} skipped by @pytest.mark.skip_backends: {why}"
     return None
 
 
+def _covers(names: set[str], device: str) -> bool:
+    return device in names or device.partition(":")[0] in names
+
+
 def capability_reason(node: pytest.Item, backend: str) -> str | None:
     """Why ``needs_local``/``needs_dtype`` rule out ``backend`` (opened to read its renderer), or ``None``."""
     wanted_local = node.get_closest_marker("needs_local") is not None
-    wanted_dtypes = [d for m in node.iter_markers("needs_dtype") for d in m.args]
-    if not wanted_local and not wanted_dtypes:
+    dtype_marks = list(node.iter_markers("needs_dtype"))
+    wanted_dtypes = [d for m in dtype_marks for d in m.args]
+    if not wanted_local and not dtype_marks:
         return None
+    if any(not m.args for m in dtype_marks):
+        _misuse(node, "@pytest.mark.needs_dtype() names no dtype; give runtime DTypes such as dtypes.float16")
     for d in wanted_dtypes:
         if not isinstance(d, DType):
-            raise pytest.UsageError(f"@pytest.mark.needs_dtype takes runtime DTypes (dtypes.float16), got {d!r}")
+            _misuse(node, f"@pytest.mark.needs_dtype takes runtime DTypes (dtypes.float16), got {d!r}")
     renderer = Device[backend].renderer
     if renderer is None:
         return f"{backend} has no renderer, so it runs no kernels"
@@ -85,12 +111,16 @@ def capability_reason(node: pytest.Item, backend: str) -> str | None:
 
 
 def bench_threshold(node: pytest.Item) -> float | None:
-    """The ``bench_threshold`` marker's fraction, or ``None``. ``pytest.UsageError`` unless it is one number > 0."""
+    """The ``bench_threshold`` marker's fraction, or ``None``. It takes one value that the report reads too: a fraction
+    > 0 (0.25) or a percent string ('25%'), finite (``harness.threshold.threshold_fraction``); anything else fails
+    the test with the reason."""
     mark = node.get_closest_marker("bench_threshold")
     if mark is None:
         return None
-    if len(mark.args) != 1 or isinstance(mark.args[0], bool) or not isinstance(mark.args[0], (int, float)) \
-            or not mark.args[0] > 0:
-        raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.bench_threshold takes one fraction > 0 "
-                                f"(0.25 = 25% slower), got {mark.args!r}")
-    return float(mark.args[0])
+    if len(mark.args) != 1 or mark.kwargs:
+        _misuse(node, f"@pytest.mark.bench_threshold takes one fraction (0.25 = 25% slower), got {mark.args!r}")
+    try:
+        return threshold_fraction(mark.args[0], "@pytest.mark.bench_threshold")
+    except ValueError as exc:
+        problem = str(exc)
+    _misuse(node, problem)  # outside the except: the report then shows no chained exception

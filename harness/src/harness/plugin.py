@@ -24,6 +24,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     markers.register(config)
+    # A bad --backends/--harness-seed (or env twin) stops the session here, as one usage line, even when no test of
+    # the run uses the device or rng fixture; parsing them opens no device.
+    options.requested_backends(config)
+    options.seed_setting(config)
     if config.pluginmanager.hasplugin("benchmark"):  # machine facts in saved benchmark JSON; idempotent with -p
         config.pluginmanager.import_plugin("harness.bench_hooks")
     if config.pluginmanager.hasplugin("xdist"):

@@ -45,10 +45,15 @@ def run_kernel(device: str, kernel: Kernel, arrays: Sequence[np.ndarray], vals: 
     """Launch ``kernel`` once on ``device`` with buffers initialized from ``arrays`` (one per slot, slot order).
 
     Returns slot -> contents after the launch for the slots in ``read`` (default: every slot the kernel stores to).
-    Raises ``ValueError`` if ``arrays`` does not match the kernel's buffers in number or dtype.
+    Raises ``TypeError`` if an array is not a numpy array, ``ValueError`` if ``arrays`` does not match the kernel's
+    buffers in number or dtype or ``read`` names a slot the kernel does not have.
     """
     if len(arrays) != len(kernel.buffers):
         raise ValueError(f"kernel {kernel.name!r} has {len(kernel.buffers)} buffers, got {len(arrays)} arrays")
+    if bad := sorted({type(a).__name__ for a in arrays if not isinstance(a, np.ndarray)}):
+        raise TypeError(f"kernel {kernel.name!r}: arrays must be numpy arrays (one per buffer slot), got {', '.join(bad)}")
+    if read is not None and (missing := sorted(set(read) - set(range(len(kernel.buffers))))):
+        raise ValueError(f"kernel {kernel.name!r} has buffer slots 0..{len(kernel.buffers) - 1}; read names {missing}")
     bufs = []
     try:
         for u, a in zip(kernel.buffers, arrays):

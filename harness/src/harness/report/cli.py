@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.cli_args import ArgumentParser
 from harness.report.compare import ComparisonResult, compare
 from harness.report.errors import ReportInputError
 from harness.report.history import load_history
@@ -23,9 +24,9 @@ from harness.report.render_text import render_text
 from harness.report.thresholds import parse_threshold
 
 
-def build_parser(prog: str = "python -m harness report") -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m harness report") -> ArgumentParser:
     """The argument parser of the report command."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog=prog,
         description="Compare a pytest-benchmark JSON result with a baseline; write report.md, report.html and "
         "report.json; exit 1 on a regression beyond the threshold.",
@@ -91,6 +92,6 @@ def finish(result: ComparisonResult, written: Sequence[Path], *, no_fail: bool) 
 def parse_threshold_option(text: str) -> float:
     """argparse ``type`` for a threshold option: '10%' or 0.1 -> 0.1; a bad value is an argparse error."""
     try:
-        return parse_threshold(text, "value")
+        return parse_threshold(text, "")
     except ReportInputError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None

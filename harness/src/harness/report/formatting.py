@@ -40,8 +40,10 @@ def ratio(value: float | None) -> str:
 
 
 def interval(ci: tuple[float, float] | None) -> str:
-    """A CI of the ratio as '[1.201, 1.298]'."""
-    return "–" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+    """A CI of the ratio as '[1.201, 1.298]'; 'n/a' when a bound is NaN (resampled medians of 0 s on both sides)."""
+    if ci is None:
+        return "–"
+    return "n/a" if math.isnan(ci[0]) or math.isnan(ci[1]) else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
 def p_value(value: float | None) -> str:
@@ -181,10 +183,18 @@ def runtime(run: BenchmarkRun) -> str:
 
 def _numeric(extra_info: Mapping[str, Any]) -> dict[str, float]:
     return {
-        str(k): float(v)
+        str(k): _as_float(v)
         for k, v in extra_info.items()
         if k not in _SHOWN_ELSEWHERE and isinstance(v, (int, float)) and not isinstance(v, bool)
     }
+
+
+def _as_float(value: float) -> float:
+    """``float(value)``, or an infinity of its sign for an integer too large for a float (JSON allows any length)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def _num(value: float) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.report.load import BenchmarkRecord, BenchmarkRun
+from harness.threshold import finite_float
 
 __all__ = ["LIMIT_KEY", "UNIT_KEY", "VALUE_KEY", "is_limit", "limit_ratios", "natural_figure"]
 
@@ -49,5 +50,6 @@ def natural_figure(extra_info: Mapping[str, Any]) -> str | None:
     if VALUE_KEY not in extra_info or UNIT_KEY not in extra_info:
         return None
     value = extra_info[VALUE_KEY]
-    text = f"{value:.4g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+    number = finite_float(value)
+    text = f"{number:.4g}" if number is not None else str(value)
     return f"{text} {extra_info[UNIT_KEY]}"

@@ -14,7 +14,7 @@ supported majors are compared with a warning (see ``compare``).
 from __future__ import annotations
 
 import json
-import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -24,8 +24,15 @@ from typing import Any
 import numpy as np
 
 from harness.report.errors import ReportInputError
+from harness.threshold import finite_float
 
 SUPPORTED_MAJORS = (4, 5)
+# Plausible seconds per iteration. Outside them a file is corrupt or hand-made: no call takes less than a picosecond
+# (a few CPU cycles take ~1 ns) and no benchmark round more than 1e6 s (11.6 days). The bounds also keep every ratio of
+# medians, its bootstrap CI and the plot axes finite (a median of 5e-324 s made the ratio overflow to inf).
+MIN_SECONDS = 1e-12
+MAX_SECONDS = 1e6
+_PLAUSIBLE = f"per iteration (medians >= {MIN_SECONDS:g} s, every time <= {MAX_SECONDS:g} s); is the file corrupt?"
 _TOP_LEVEL = ("machine_info", "commit_info", "benchmarks", "datetime", "version")
 _REQUIRED_STATS = ("median", "mean", "stddev", "min", "max", "rounds")
 
@@ -71,7 +78,8 @@ class BenchmarkRun:
 def read_json(path: str | Path, role: str) -> dict[str, Any]:
     """Read the JSON object in ``path``; ``role`` ('current', 'baseline', 'history') names it in messages.
 
-    Raises ReportInputError when the file is missing, unreadable, empty, not JSON, or not a JSON object.
+    Raises ReportInputError when the file is missing, unreadable, empty, not JSON (including integers of more digits
+    than Python converts and nesting deeper than its parser goes), or not a JSON object.
     """
     where = f"{role} file {str(path)!r}"
     try:
@@ -87,6 +95,8 @@ def read_json(path: str | Path, role: str) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         position = f"line {exc.lineno} column {exc.colno}"
         raise ReportInputError(f"{where} is not valid JSON ({exc.msg} at {position})") from None
+    except (ValueError, RecursionError) as exc:  # an integer of > 4300 digits; nesting deeper than the parser's stack
+        raise ReportInputError(f"{where} is not a usable JSON document ({type(exc).__name__}: {exc})") from None
     if not isinstance(doc, dict):
         raise ReportInputError(f"{where} holds a JSON {type(doc).__name__}, not a pytest-benchmark object")
     return doc
@@ -97,7 +107,9 @@ def parse_run(doc: Mapping[str, Any], source: str) -> BenchmarkRun:
 
     ``source`` names the document in messages (a path or 'current'/'baseline').
     Raises ReportInputError when it is not a pytest-benchmark document, comes from an unsupported major version, has no
-    benchmarks, repeats a fullname, or a benchmark lacks a required field or holds non-positive or non-finite times.
+    benchmarks, repeats a fullname, or a benchmark lacks a required field, has a name or group that is not a string,
+    holds non-positive, non-finite or implausible times (see MIN_SECONDS, MAX_SECONDS), or per-round data whose length
+    is not its round count.
     """
     if not isinstance(doc, Mapping):
         raise ReportInputError(f"{source}: expected a pytest-benchmark JSON object, got {type(doc).__name__}")
@@ -138,7 +150,7 @@ def parse_run(doc: Mapping[str, Any], source: str) -> BenchmarkRun:
 
 def _major(version: str, source: str) -> int:
     head = version.split(".", 1)[0]
-    if not head.isdigit():
+    if not re.fullmatch(r"[0-9]+", head):  # str.isdigit also takes '²' and other digits int() refuses
         raise ReportInputError(f"{source}: pytest-benchmark version {version!r} is not of the form MAJOR.MINOR.PATCH")
     return int(head)
 
@@ -178,11 +190,16 @@ def _parse_benchmark(entry: object, where: str) -> BenchmarkRecord:
     params = entry.get("params") or {}
     if not isinstance(extra_info, Mapping) or not isinstance(params, Mapping):
         raise ReportInputError(f"{where}: 'extra_info' and 'params' must be objects")
-    group = entry.get("group")
+    name, group = entry["name"], entry.get("group")
+    if not isinstance(name, str) or not (group is None or isinstance(group, str)):
+        raise ReportInputError(f"{where}: 'name' must be a string and 'group' a string or null, got {name!r}, {group!r}")
+    data = _parse_data(stats.get("data"), where)
+    if data is not None and data.size != rounds:
+        raise ReportInputError(f"{where}: stats.data holds {data.size} round times but stats.rounds is {rounds}")
     return BenchmarkRecord(
         fullname=fullname,
-        name=str(entry["name"]),
-        group=None if group is None else str(group),
+        name=name,
+        group=group,
         params=params,
         extra_info=extra_info,
         median=_time(stats, "median", where, positive=True),
@@ -194,18 +211,22 @@ def _parse_benchmark(entry: object, where: str) -> BenchmarkRecord:
         iqr=_optional_time(stats, "iqr", where),
         q1=_optional_time(stats, "q1", where),
         q3=_optional_time(stats, "q3", where),
-        data=_parse_data(stats.get("data"), where),
+        data=data,
     )
 
 
 def _time(stats: Mapping[str, Any], key: str, where: str, *, positive: bool) -> float:
     value = stats[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ReportInputError(f"{where}: stats.{key} must be a finite number of seconds, got {value!r}")
-    if value < 0 or (positive and value == 0):
+    number = finite_float(value)
+    if number is None:
+        shown = f"an integer of {len(str(value))} digits" if isinstance(value, int) else repr(value)
+        raise ReportInputError(f"{where}: stats.{key} must be a finite number of seconds, got {shown}")
+    if number < 0 or (positive and number == 0):
         bound = "> 0" if positive else ">= 0"
         raise ReportInputError(f"{where}: stats.{key} must be {bound} seconds, got {value!r}")
-    return float(value)
+    if number > MAX_SECONDS or (positive and number < MIN_SECONDS):
+        raise ReportInputError(f"{where}: stats.{key} {value!r} s is not a plausible time {_PLAUSIBLE}")
+    return number
 
 
 def _optional_time(stats: Mapping[str, Any], key: str, where: str) -> float | None:
@@ -219,9 +240,13 @@ def _parse_data(data: object, where: str) -> np.ndarray | None:
         raise ReportInputError(f"{where}: stats.data must be a non-empty list of per-round seconds")
     if any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in data):
         raise ReportInputError(f"{where}: stats.data must hold only numbers (seconds per round)")
-    values = np.asarray(data, dtype=np.float64)
-    if not np.all(np.isfinite(values)) or np.any(values < 0):
+    floats = [finite_float(x) for x in data]
+    if any(x is None or x < 0 for x in floats):
         raise ReportInputError(f"{where}: stats.data holds a non-finite or negative time")
+    values = np.asarray(floats, dtype=np.float64)
     if np.median(values) == 0:
         raise ReportInputError(f"{where}: the median of stats.data is 0 s; a ratio to it is undefined (timer too coarse?)")
+    median, top = float(np.median(values)), float(values.max())
+    if top > MAX_SECONDS or median < MIN_SECONDS:
+        raise ReportInputError(f"{where}: stats.data (median {median!r} s, max {top!r} s) is not plausible {_PLAUSIBLE}")
     return values

@@ -23,7 +23,8 @@ SCHEMA_VERSION = 1
 
 
 def render_json(result: ComparisonResult, history_runs: int) -> str:
-    """The report as JSON text (strict JSON: NaN becomes null)."""
+    """The report as JSON text (strict JSON: NaN and infinities become null, also inside the extra_info, commit_info
+    and machine facts copied from the input files, which pytest-benchmark writes with NaN allowed)."""
     doc = {
         "schema_version": SCHEMA_VERSION,
         "failed": result.failed,
@@ -38,7 +39,7 @@ def render_json(result: ComparisonResult, history_runs: int) -> str:
         "history_runs": history_runs,
         "benchmarks": [_benchmark(c) for c in result.comparisons],
     }
-    return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+    return json.dumps(_strict(doc), indent=2, allow_nan=False) + "\n"
 
 
 def _run(run: BenchmarkRun) -> dict[str, Any]:
@@ -78,6 +79,17 @@ def _benchmark(c: BenchmarkComparison) -> dict[str, Any]:
         "current": _record(c.current),
         "baseline": _record(c.baseline),
     }
+
+
+def _strict(value: Any) -> Any:
+    """``value`` with every non-finite float, at any depth of dicts and lists, replaced by None."""
+    if isinstance(value, float):
+        return _finite(value)
+    if isinstance(value, dict):
+        return {key: _strict(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(item) for item in value]
+    return value
 
 
 def _finite(value: float | None) -> float | None:
