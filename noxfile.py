@@ -26,13 +26,14 @@ def require_c_compiler(session: nox.Session) -> None:
     """Fail early, with the install command, when the C compiler the CPU backend will run is missing."""
     cc = os.environ.get("CC", "clang")
     if shutil.which(cc) is None:
-        session.error(f"the CPU backend needs a C compiler: CC={cc!r} is not on PATH. Install it "
-                      f"(`apt-get install clang`, or `apt-get install gcc` and set CC=gcc).")
+        hint = " gcc is installed: run with CC=gcc, or" if cc != "gcc" and shutil.which("gcc") else ""
+        session.error(f"the CPU backend needs a C compiler: CC={cc!r} is not on PATH.{hint} install one with "
+                      f"`apt-get install clang` (or `apt-get install gcc` and set CC=gcc)")
 
 
 @nox.session(name="tests-cpu")
 def tests_cpu(session: nox.Session) -> None:
-    """Unit tests of every package and the harness suites on every backend that needs no GPU (CPU, PYTHON, MOCKGPU).
+    """Unit tests of every package (mock GPU included) and the harness suites on CPU and PYTHON.
 
     Extra arguments go to pytest, e.g. `nox -s tests-cpu -- --backends CPU -x`.
     """
@@ -52,8 +53,9 @@ def tests_mockgpu(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """The main job: benchmark suites on every available backend, then the regression report against this machine's
-    baseline (reports/report.md, .html, .json). Exit 1 on a real regression.
+    """The main job: benchmarks on every available backend, then the regression report (reports/report.*).
+
+    Compares against this machine's baseline and exits 1 on a real regression.
 
     `nox -s bench -- --save-baseline` also stores this run as the machine's baseline; arguments after `--` go to
     `python -m harness bench` (see its --help), e.g. `nox -s bench -- -- --backends CPU`.
