@@ -76,7 +76,7 @@ def test_corrupt_earlier_run_error_says_how_to_set_it_aside(tmp_path, runner, ca
 class EmptyRunFile(FakePytest):
     """pytest-benchmark opens --benchmark-json when it parses the options, so a failed run leaves an empty file."""
 
-    def __call__(self, command: list[str], check: bool) -> subprocess.CompletedProcess:
+    def __call__(self, command: list[str], check: bool, env: dict[str, str]) -> subprocess.CompletedProcess:
         [target] = [arg.split("=", 1)[1] for arg in command if arg.startswith("--benchmark-json=")]
         Path(target).touch()
         return subprocess.CompletedProcess(command, self.status)
@@ -98,3 +98,13 @@ def test_bench_option_errors_are_one_line(tmp_path, capsys):
     assert exit_info.value.code == 2
     assert _err_line(capsys) == ("python -m harness bench: error: argument --threshold: threshold '0' must be a fraction "
                                  "> 0 (e.g. 0.1 or '10%'); see python -m harness bench --help\n")
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "two", "1.5"])
+def test_keep_runs_below_one_or_not_an_integer_is_refused(tmp_path, runner, capsys, value):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--out", str(tmp_path / "out"), "--keep-runs", value])
+
+    assert exit_info.value.code == 2 and runner.commands == []
+    err = _err_line(capsys)
+    assert f"argument --keep-runs: must be an integer >= 1 (the new run is always kept), got {value!r}" in err

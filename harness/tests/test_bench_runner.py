@@ -45,9 +45,11 @@ class FakePytest:
     def __init__(self, doc: dict | None, status: int = 0) -> None:
         self.doc, self.status = doc, status
         self.commands: list[list[str]] = []
+        self.envs: list[dict[str, str]] = []
 
-    def __call__(self, command: list[str], check: bool) -> subprocess.CompletedProcess:
+    def __call__(self, command: list[str], check: bool, env: dict[str, str]) -> subprocess.CompletedProcess:
         self.commands.append(command)
+        self.envs.append(env)
         [target] = [arg.split("=", 1)[1] for arg in command if arg.startswith("--benchmark-json=")]
         if self.doc is not None:
             synth.write(Path(target), self.doc)
@@ -84,9 +86,15 @@ def test_without_baseline_every_benchmark_is_new_and_the_way_to_save_one_is_prin
     [command] = runner.commands
     assert command[1:] == [
         "-m", "pytest", "--pyargs", "harness.benchmarks", "-p", "no:xdist", "-p", "no:cacheprovider",
-        "--benchmark-only", command[10], "-v", "--backends", "CPU", "-k", "copy",
+        "--benchmark-only", "--benchmark-min-time=0.0005", "--benchmark-max-time=1.0", command[12], "-v",
+        "--backends", "CPU", "-k", "copy",
     ]  # fmt: skip
-    assert command[10].startswith(f"--benchmark-json={tmp_path / 'out' / 'runs'}/") and command[10].endswith("Z.json")
+    assert command[12].startswith(f"--benchmark-json={tmp_path / 'out' / 'runs'}/") and command[12].endswith("Z.json")
+    [env] = runner.envs  # single-threaded BLAS/OpenMP for the limits, the rest of the environment kept
+    assert {k: env[k] for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")} == dict.fromkeys(
+        ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"), "1"
+    )
+    assert env["PATH"] == os.environ["PATH"]
     out = capsys.readouterr().out
     assert NO_BASELINE in out and "NO BASELINE: 0 regressed, 0 improved, 0 unchanged, 2 new, 0 missing" in out
     report = report_json(tmp_path)
@@ -295,3 +303,109 @@ def test_runtime_facts_are_shown_and_a_different_gpu_warns(tmp_path, fake):
     markdown = (tmp_path / "out" / "report.md").read_text()
     assert "| runtime | GPU NVIDIA H200, 550.54 (CUDA 12.4); CC=gcc (gcc 12.2.0); numpy 2.1.0; 16 cores, 64.0 GiB |" in markdown
     assert "gpu: 'NVIDIA H200, 550.54' vs 'NVIDIA A100, 535.1'" in report_json(tmp_path)["warnings"][0]
+
+
+def test_save_baseline_prints_where_it_was_saved_not_how_to_save_one(tmp_path, fake, capsys):
+    fake(suite(1))
+
+    assert run_bench(tmp_path, "--save-baseline") == 0
+
+    out = capsys.readouterr().out
+    saved = tmp_path / "base" / f"{MACHINE}.json"
+    assert "can become the baseline" not in out
+    assert f"NOTE: this run was saved as the baseline of machine {MACHINE}: {saved}" in out
+    assert report_json(tmp_path)["notes"] == [f"this run was saved as the baseline of machine {MACHINE}: {saved}"]
+    assert "can become the baseline" not in (tmp_path / "out" / "report.md").read_text()
+
+
+@pytest.mark.parametrize("pytest_args", [("-k", "launch"), ("--backends", "CPU")])
+def test_save_baseline_of_a_subset_is_refused_before_anything_runs(tmp_path, fake, capsys, pytest_args):
+    runner = fake(suite(1))
+
+    assert run_bench(tmp_path, "--save-baseline", "--", *pytest_args) == 2
+
+    assert runner.commands == [] and not (tmp_path / "base").exists()
+    err = capsys.readouterr().err
+    assert err == (f"harness bench: error: --save-baseline with pytest arguments ({' '.join(pytest_args)}): a partial "
+                   "run would replace the full baseline; pass --save-partial-baseline to do it anyway\n")
+
+
+def test_save_partial_baseline_saves_a_subset(tmp_path, fake, capsys):
+    runner = fake(suite(1))
+
+    assert run_bench(tmp_path, "--save-partial-baseline", "--", "-k", "copy") == 0
+
+    assert runner.commands[0][-2:] == ["-k", "copy"]
+    saved = tmp_path / "base" / f"{MACHINE}.json"
+    assert saved.exists() and f"baseline: saved {saved}" in capsys.readouterr().out
+
+
+def test_only_the_newest_runs_are_kept(tmp_path, fake, capsys):
+    runs = tmp_path / "out" / "runs"
+    runs.mkdir(parents=True)
+    old = ["20000101T000000Z.json", "20000101T000000Z-2.json", "20000102T000000Z.json", "20000103T000000Z.json"]
+    for index, name in enumerate(old):
+        synth.write(runs / name, suite(3, when=f"2000-01-0{index + 1}T00:00:00+00:00"))
+    (runs / "notes.json").write_text("{}")  # not a run name: never deleted (and not read either, see below)
+    (runs / "notes.json").rename(runs / "notes.txt")
+    for name in ("20000101T000000Z.json.failed", "20000102T000000Z.json.failed"):
+        (runs / name).write_text("")
+    fake(suite(1))
+
+    assert run_bench(tmp_path, "--keep-runs", "3") == 0
+
+    kept = sorted(path.name for path in runs.iterdir())
+    [new] = [name for name in kept if name.endswith("Z.json") and not name.startswith("2000")]
+    assert kept == sorted(["20000102T000000Z.json", "20000103T000000Z.json", new, "notes.txt",
+                           "20000101T000000Z.json.failed", "20000102T000000Z.json.failed"])
+    out = capsys.readouterr().out
+    assert (f"harness bench: deleted 2 old run file(s) from {runs} (keeping the newest 3, --keep-runs): "
+            "20000101T000000Z.json, 20000101T000000Z-2.json\n") in out
+    assert report_json(tmp_path)["history_runs"] == 2  # the kept earlier runs
+
+
+def test_prune_keeps_failed_runs_to_the_same_number():
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as name:
+        runs = Path(name)
+        for stamp in ("20000101T000000Z", "20000102T000000Z", "20000103T000000Z"):
+            (runs / f"{stamp}.json.failed").write_text("")
+        deleted = bench.prune_runs(runs, 1)
+        assert [path.name for path in deleted] == ["20000101T000000Z.json.failed", "20000102T000000Z.json.failed"]
+        assert [path.name for path in runs.iterdir()] == ["20000103T000000Z.json.failed"]
+        with pytest.raises(ValueError, match="keep must be >= 1"):
+            bench.prune_runs(runs, 0)
+
+
+def test_the_reports_say_whether_the_limits_ran_single_threaded(tmp_path, fake):
+    now, before = suite(2), suite(1)
+    now["machine_info"]["thread_env"] = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    (tmp_path / "base").mkdir()
+    synth.write(tmp_path / "base" / f"{MACHINE}.json", before)
+    fake(now)
+
+    assert run_bench(tmp_path) == 0
+
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    facts = ("1 (OPENBLAS_NUM_THREADS=1, OMP_NUM_THREADS=1, MKL_NUM_THREADS=1): numpy/BLAS limits single-threaded, "
+             "like the CPU backend's kernels")
+    assert f"| BLAS/OpenMP threads | {facts.replace('_', chr(92) + '_')} | not recorded |" in markdown
+    assert f"<tr><td>BLAS/OpenMP threads</td><td>{facts.replace(chr(39), '&#x27;')}</td>" in (
+        tmp_path / "out" / "report.html"
+    ).read_text()
+
+
+def test_machine_info_hook_of_the_benchmarks_records_the_thread_variables(pytester, monkeypatch):
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    pytester.makeconftest("from harness.benchmarks.conftest import pytest_benchmark_update_machine_info  # noqa: F401\n")
+    pytester.makepyfile(test_tiny="def test_tiny(benchmark):\n    benchmark(sum, [1, 2])\n")
+
+    result = pytester.runpytest("-p", "no:xdist", "--benchmark-json=run.json")
+
+    result.assert_outcomes(passed=1)
+    recorded = json.loads((pytester.path / "run.json").read_text())["machine_info"]["thread_env"]
+    assert recorded == {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+                        "MKL_NUM_THREADS": None}

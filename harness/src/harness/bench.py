@@ -3,8 +3,16 @@
 This is what ``nox -s bench`` runs. Steps:
 
 1. ``python -m pytest --pyargs harness.benchmarks -p no:xdist -p no:cacheprovider --benchmark-only
-   --benchmark-json=<out>/runs/<UTC timestamp>.json -v`` plus the arguments after ``--`` (e.g. ``--backends CPU``), in a
-   subprocess whose output goes straight to the terminal; never under xdist, whose workers would time concurrently.
+   --benchmark-min-time=0.0005 --benchmark-max-time=1.0 --benchmark-json=<out>/runs/<UTC timestamp>.json -v`` plus the
+   arguments after ``--`` (e.g. ``--backends CPU``), in a subprocess whose output goes straight to the terminal; never
+   under xdist, whose workers would time concurrently. The minimum time makes pytest-benchmark calibrate each round of
+   a quick benchmark to >= 0.5 ms (many iterations per round), so a round averages out timer and scheduler jitter and a
+   one-second benchmark stores about 2000 rounds instead of 190000 (run files of about 1-3 MB instead of 80 MB).
+   The subprocess runs with SINGLE_THREAD_ENV (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS and MKL_NUM_THREADS set to 1):
+   the CPU backend runs a kernel on one thread, so single-threaded numpy/BLAS is the fair practical limit beside it,
+   and a multi-threaded BLAS on a loaded machine of few cores spreads its rounds by orders of magnitude (a 256 x 256
+   matmul: median 270 us, p90 8.4 ms on 2 busy cores). The values are recorded in each run's ``machine_info``
+   (``harness.benchmarks.threads``, ``harness.benchmarks.conftest``) and shown in the reports' runs table.
    When pytest fails (any non-zero status, 5 "no tests collected" included) the command stops with pytest's status and
    a message; the run file it may have written is renamed ``<name>.json.failed`` so it never enters the history (an
    empty one, created by pytest-benchmark before it failed, is removed).
@@ -17,8 +25,15 @@ This is what ``nox -s bench`` runs. Steps:
    ``<out>/runs`` as trend history, and writes ``report.md``, ``report.html`` and ``report.json`` into ``<out>``
    (default ``reports/``). Without a baseline it still writes them, every benchmark "new", and says how to make this
    run the baseline.
-4. ``--save-baseline`` then copies the run to the baseline file (creating the directory; replacing it atomically),
-   also when the run regressed against the previous baseline: the report and the exit status still say so.
+4. ``--save-baseline`` copies the run to the baseline file (creating the directory; replacing it atomically) before
+   the report is written, also when the run regressed against the previous baseline: the report and the exit status
+   still say so, and the report names the file it was saved to. Pytest arguments after ``--`` (``-k launch``,
+   ``--backends CPU``) may select a subset or change how it is measured, so ``--save-baseline`` with them is refused
+   (status 2, before anything runs): a partial run would replace the full baseline. ``--save-partial-baseline`` saves
+   it anyway.
+5. Only the newest ``--keep-runs`` (default 20) run files ``<UTC timestamp>[-N].json`` stay in ``<out>/runs``; older
+   ones are deleted once the new run is read, and the terminal names them. Failed runs (``*.json.failed``) are kept to
+   the same number. Files named otherwise are never touched.
 
 Exit status: 0 no regression, or no baseline yet; 1 a benchmark regressed beyond its threshold (0 with ``--no-fail``);
 2 unusable input (a run or baseline file, an option); pytest's own status when the benchmark run failed.
@@ -26,7 +41,9 @@ Exit status: 0 no regression, or no baseline yet; 1 a benchmark regressed beyond
 
 from __future__ import annotations
 
+import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +52,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
+from harness.benchmarks.threads import SINGLE_THREAD_ENV
 from harness.cli_args import ArgumentParser
 from harness.report import ReportInputError, machine_id, parse_run, read_json
 from harness.report.cli import finish, parse_threshold_option, write_report
@@ -42,10 +60,27 @@ from harness.report.history import load_history
 from harness.report.load import BenchmarkRun
 from harness.report.machine import machine_fields
 
-__all__ = ["BASELINE_DIR_ENV", "DEFAULT_BASELINE_DIR", "build_parser", "main", "pytest_command", "save_baseline"]
+__all__ = [
+    "BASELINE_DIR_ENV",
+    "DEFAULT_BASELINE_DIR",
+    "KEEP_RUNS",
+    "PYTEST_BENCHMARK_OPTIONS",
+    "SINGLE_THREAD_ENV",
+    "build_parser",
+    "main",
+    "prune_runs",
+    "pytest_command",
+    "save_baseline",
+]
 
 BASELINE_DIR_ENV = "HARNESS_BASELINE_DIR"
 DEFAULT_BASELINE_DIR = Path(".benchmarks") / "baselines"
+KEEP_RUNS = 20
+# Each round of a calibrated benchmark lasts >= 0.5 ms (pytest-benchmark raises its iterations to reach it), and a
+# benchmark's rounds together last about 1 s: see the module doc.
+PYTEST_BENCHMARK_OPTIONS = ("--benchmark-min-time=0.0005", "--benchmark-max-time=1.0")
+# Run files as ``_new_run_path`` names them: (timestamp, optional -N)
+_RUN_NAME = re.compile(r"(?P<stamp>[0-9]{8}T[0-9]{6}Z)(?:-(?P<count>[0-9]+))?\.json(?P<failed>\.failed)?")
 # What each pytest exit status means (``pytest.ExitCode``), to say why no report was written.
 _PYTEST_STATUS = {
     1: "some benchmarks failed",
@@ -69,6 +104,18 @@ def build_parser(prog: str = "python -m harness bench") -> ArgumentParser:
     )
     parser.add_argument("--save-baseline", action="store_true", help="also store this run as the machine's baseline")
     parser.add_argument(
+        "--save-partial-baseline",
+        action="store_true",
+        help="store this run as the baseline even when pytest arguments after '--' select a subset",
+    )
+    parser.add_argument(
+        "--keep-runs",
+        type=_positive_int,
+        default=KEEP_RUNS,
+        metavar="N",
+        help=f"keep the newest N run files in <out>/runs, deleting older ones (default {KEEP_RUNS})",
+    )
+    parser.add_argument(
         "--baseline-dir",
         metavar="DIR",
         help=f"directory of <machine_id>.json baselines (default: ${BASELINE_DIR_ENV}, else {DEFAULT_BASELINE_DIR})",
@@ -89,6 +136,10 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness bench
     """Run the bench command with ``argv`` (default: sys.argv[1:]); return its exit status (see the module doc)."""
     own, pytest_args = _split(list(sys.argv[1:] if argv is None else argv))
     args = build_parser(prog).parse_args(own)
+    saving = args.save_baseline or args.save_partial_baseline
+    if args.save_baseline and pytest_args and not args.save_partial_baseline:  # refused before minutes of benchmarks
+        _refuse_partial_baseline(pytest_args)
+        return 2
     runs = Path(args.out) / "runs"
     try:
         runs.mkdir(parents=True, exist_ok=True)
@@ -106,17 +157,21 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness bench
         return status
     try:
         current = _load_current(run_file)
+        _say_pruned(prune_runs(runs, args.keep_runs), runs, args.keep_runs)
         baseline_file = baseline_dir / f"{machine_id(current.machine_info)}.json"
         baseline = _load_baseline(baseline_file) if baseline_file.exists() else None
         history = _same_machine(_load_runs(runs, run_file), current)
-        result, written = write_report(current, baseline, history, out=args.out, threshold=args.threshold)
-        if args.save_baseline:
+        if saving:
             save_baseline(run_file, baseline_file)
+        result, written = write_report(
+            current, baseline, history, out=args.out, threshold=args.threshold,
+            saved_baseline=str(baseline_file) if saving else None,
+        )
     except ReportInputError as exc:
         print(f"harness bench: error: {exc}", file=sys.stderr)
         return 2
     status = finish(result, written, no_fail=args.no_fail)
-    if args.save_baseline:
+    if saving:
         verb = "replaced" if baseline is not None else "saved"
         print(f"baseline: {verb} {baseline_file} with this run ({run_file})")
     return status
@@ -135,10 +190,33 @@ def pytest_command(run_file: Path, pytest_args: Sequence[str]) -> list[str]:
         "-p",
         "no:cacheprovider",
         "--benchmark-only",
+        *PYTEST_BENCHMARK_OPTIONS,
         f"--benchmark-json={run_file}",
         "-v",
         *pytest_args,
     ]
+
+
+def prune_runs(runs: Path, keep: int) -> list[Path]:
+    """Delete all but the newest ``keep`` run files of ``runs`` (names ``<UTC timestamp>[-N].json``, ordered by
+    timestamp then N), and likewise all but the newest ``keep`` ``*.json.failed``; return the deleted paths, oldest
+    first. Files named otherwise are left alone. Raises ValueError for ``keep`` < 1 (the new run must stay) and
+    ReportInputError naming the file when one cannot be deleted."""
+    if keep < 1:
+        raise ValueError(f"keep must be >= 1 so the new run stays in {str(runs)!r}, got {keep}")
+    found: dict[bool, list[tuple[tuple[str, int], Path]]] = {False: [], True: []}
+    for path in runs.iterdir():
+        match = _RUN_NAME.fullmatch(path.name)
+        if match and path.is_file():
+            order = (match["stamp"], int(match["count"] or 1))
+            found[bool(match["failed"])].append((order, path))
+    doomed = sorted(item for kind in found.values() for item in sorted(kind)[:-keep])
+    for _, path in doomed:
+        try:
+            path.unlink()
+        except OSError as exc:
+            raise ReportInputError(f"cannot delete the old run file {str(path)!r} (--keep-runs): {exc}") from None
+    return [path for _, path in doomed]
 
 
 def save_baseline(run_file: Path, baseline_file: Path) -> None:
@@ -159,6 +237,29 @@ def save_baseline(run_file: Path, baseline_file: Path) -> None:
         raise ReportInputError(
             f"cannot save the baseline in {where!r}: {exc}; choose a writable --baseline-dir or ${BASELINE_DIR_ENV}"
         ) from None
+
+
+def _refuse_partial_baseline(pytest_args: Sequence[str]) -> None:
+    print(f"harness bench: error: --save-baseline with pytest arguments ({' '.join(pytest_args)}): a partial run "
+          "would replace the full baseline; pass --save-partial-baseline to do it anyway", file=sys.stderr)
+
+
+def _positive_int(text: str) -> int:
+    """argparse ``type`` of --keep-runs: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1 (the new run is always kept), got {text!r}")
+    return value
+
+
+def _say_pruned(deleted: list[Path], runs: Path, keep: int) -> None:
+    if deleted:
+        names = ", ".join(path.name for path in deleted)
+        print(f"harness bench: deleted {len(deleted)} old run file(s) from {runs} (keeping the newest {keep}, "
+              f"--keep-runs): {names}")
 
 
 def _baseline_dir(option: str | None) -> tuple[Path, str]:
@@ -191,7 +292,7 @@ def _new_run_path(runs: Path) -> Path:
 def _run_pytest(command: list[str], run_file: Path) -> int:
     """Run ``command`` with its output on this terminal; on failure set the run file aside and say why."""
     print("harness bench: " + " ".join(command), flush=True)
-    status = subprocess.run(command, check=False).returncode
+    status = subprocess.run(command, check=False, env={**os.environ, **SINGLE_THREAD_ENV}).returncode
     if status == 0:
         return 0
     why = _PYTEST_STATUS.get(status, "pytest failed")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 
 from harness.benchmarks.measure import MakeBuffer
+from harness.benchmarks.threads import SINGLE_THREAD_ENV, THREADS_KEY
 from runtime_core.allocator import LRUAllocator
 from runtime_core.buffer import Buffer
 from runtime_core.device import Device
@@ -37,3 +40,10 @@ def device_buffers(device: str) -> Iterator[MakeBuffer]:
     allocator = Device[device].allocator
     if isinstance(allocator, LRUAllocator):
         allocator.free_cache()
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-benchmark's hook; without the plugin it has no spec
+def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
+    """Record the BLAS/OpenMP thread variables of this process (``harness.benchmarks.threads``) in the run's
+    ``machine_info[THREADS_KEY]``: the reports show whether the limits ran single-threaded."""
+    machine_info[THREADS_KEY] = {name: os.environ.get(name) for name in SINGLE_THREAD_ENV}

@@ -10,6 +10,7 @@ thread per GPU thread, so its sizes are small (about 7e3 threads/s for vector ad
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -22,7 +23,11 @@ BLOCK = 256
 MOCK_N = 1 << 20
 NUMBA_VADD_N = 4096
 NUMBA_REDUCE_N = 512
-ROUNDS = 7  # the report's rank test needs >= 7 rounds a side to reach p < 0.01
+ROUNDS = 10  # as harness.benchmarks.measure.ROUNDS: the rank test needs several rounds a side to be decisive
+# the emulators have no practical-limit entry to tell the machine from the code, and their 10 rounds of 0.1-1 s spread
+# widely (p90 / median up to 3 on the 2-core reference machine with other jobs): unchanged code moved by x0.59-x1.3
+# between runs, so only a change beyond 50% counts
+NOISY = pytest.mark.bench_threshold(0.5)
 # numba's simulator runs a kernel with the module-global name bound to numba.cuda swapped for its fake per-thread
 # module, so the kernels below must reach numba.cuda through this global (set by the numba_cuda fixture).
 cuda: Any = None
@@ -62,8 +67,8 @@ def _ptx() -> bytes:
 
 
 def _ok(result: tuple) -> Any:
-    import mock_gpu
-
+    # imported by name: run from the repository root, mypy takes the mock_gpu/ project folder for a namespace package
+    mock_gpu = importlib.import_module("mock_gpu")
     err, *out = result
     if int(err) != 0:
         raise RuntimeError(f"mock_gpu call failed with {err!r}: {mock_gpu.last_error_report()}")
@@ -106,6 +111,7 @@ def _mock_launcher(cu: Any, module: Any, name: str, n: int, ptrs: tuple, grid: i
 
 
 @pytest.mark.benchmark(group="emulator-vector_add")
+@NOISY
 def test_mockgpu_vector_add(benchmark: Any, mock_driver: tuple[Any, Any]) -> None:
     cu, module = mock_driver
     rng = np.random.default_rng(0)
@@ -117,6 +123,7 @@ def test_mockgpu_vector_add(benchmark: Any, mock_driver: tuple[Any, Any]) -> Non
 
 
 @pytest.mark.benchmark(group="emulator-shared_reduction")
+@NOISY
 def test_mockgpu_shared_reduction(benchmark: Any, mock_driver: tuple[Any, Any]) -> None:
     cu, module = mock_driver
     data = np.random.default_rng(1).integers(-100, 100, MOCK_N).astype(np.float32)  # exact partial sums
@@ -171,6 +178,7 @@ def _numba_kernels(numba_cuda: Any) -> tuple[Any, Any]:
 
 
 @pytest.mark.benchmark(group="emulator-vector_add")
+@NOISY
 def test_numba_sim_vector_add(benchmark: Any, numba_cuda: Any) -> None:
     vadd, _ = _numba_kernels(numba_cuda)
     n = NUMBA_VADD_N
@@ -181,6 +189,7 @@ def test_numba_sim_vector_add(benchmark: Any, numba_cuda: Any) -> None:
 
 
 @pytest.mark.benchmark(group="emulator-shared_reduction")
+@NOISY
 def test_numba_sim_shared_reduction(benchmark: Any, numba_cuda: Any) -> None:
     _, reduce = _numba_kernels(numba_cuda)
     n = NUMBA_REDUCE_N

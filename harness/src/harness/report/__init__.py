@@ -11,8 +11,9 @@ figure; the reports add an 'x limit' column and a per-group figures section, see
 
 Policies: pytest-benchmark 4.x and 5.x files are read, any other major version is refused (exit 2); current and
 baseline of different supported majors, or from different machines (node, cpu brand, machine), give a warning at the
-top of every report. The verdict rule is in ``harness.report.stats``. Exit status: 0 pass, 1 regression (unless
-``--no-fail``), 2 unusable input.
+top of every report. The verdict rule is in ``harness.report.compare`` (raw and limit-normalized comparisons must
+agree; limit entries never fail the run) and ``harness.report.stats`` (significance, threshold, CI beyond 1). Exit
+status: 0 pass, 1 a benchmark other than a limit entry regressed (unless ``--no-fail``), 2 unusable input.
 """
 
 from harness.report.compare import NO_BASELINE_NOTE, BenchmarkComparison, ComparisonResult, compare

@@ -69,11 +69,13 @@ def write_report(
     out: str | Path,
     threshold: float = 0.10,
     alpha: float = 0.01,
+    saved_baseline: str | None = None,
 ) -> tuple[ComparisonResult, list[Path]]:
     """Compare ``current`` with ``baseline`` (None: no baseline, every benchmark new), write report.md, report.html and
     report.json into ``out`` (all or none), and return the result and the written paths. ``history`` (oldest first)
-    feeds the trend plots; ``threshold`` is a fraction, ``alpha`` the test level. Raises ReportInputError."""
-    result = compare(current, baseline, threshold=threshold, alpha=alpha)
+    feeds the trend plots; ``threshold`` is a fraction, ``alpha`` the test level; ``saved_baseline`` the file the
+    caller saved ``current`` to as the new baseline (the reports say so). Raises ReportInputError."""
+    result = compare(current, baseline, threshold=threshold, alpha=alpha, saved_baseline=saved_baseline)
     files = {
         "report.md": render_markdown(result, len(history)),
         "report.html": render_html(result, history),

@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from harness.benchmarks.threads import SINGLE_THREAD_ENV, THREADS_KEY
 from harness.report.compare import BenchmarkComparison, ComparisonResult
 from harness.report.groups import LIMIT_KEY, UNIT_KEY, VALUE_KEY, natural_figure
 from harness.report.load import BenchmarkRun
@@ -58,6 +59,8 @@ def percent(fraction: float) -> str:
     return f"{fraction * 100:.4g}%"
 
 
+# Column of the limit-normalized ratio and its CI in the verdict tables (see ``normalized``)
+NORMALIZED_HEAD = "ratio vs limit [CI]"
 X_LIMIT_LEGEND = (
     "x limit: a benchmark's median time / the median time of its group's practical-limit entry in this run "
     "(1.80x = 1.8 times slower than the limit)"
@@ -68,18 +71,48 @@ def headline(result: ComparisonResult) -> str:
     """'FAIL, 2 regressed', 'PASS, no regression', or 'NO BASELINE, 5 new' when there is no baseline."""
     if result.baseline is None:
         return f"NO BASELINE, {len(result.of(Verdict.NEW))} new"
-    return f"FAIL, {len(result.of(Verdict.REGRESSED))} regressed" if result.failed else "PASS, no regression"
+    return f"FAIL, {len(result.regressions)} regressed" if result.failed else "PASS, no regression"
 
 
 def method(result: ComparisonResult, history_runs: int) -> str:
-    """The sentence under the summary counts: how verdicts were decided, and how many history runs were plotted."""
+    """The sentences under the summary counts: the verdict rule (``harness.report.compare``), and how many history runs
+    were plotted."""
     if result.baseline is None:
         return f"No baseline: every benchmark is new and nothing is judged; {history_runs} history run(s)."
     return (
-        f"Default threshold {percent(result.threshold)} of the baseline median, significance level "
-        f"{result.alpha:g} (two-sided Mann-Whitney U on per-round times), {result.confidence:.0%} bootstrap CI of "
-        f"the ratio current/baseline median; {history_runs} history run(s)."
+        f"Regressed/improved: the ratio current/baseline median is beyond the threshold (default "
+        f"{percent(result.threshold)}), significant at {result.alpha:g} (two-sided Mann-Whitney U on per-round times) "
+        f"and its {result.confidence:.0%} bootstrap CI lies entirely beyond 1. A benchmark in a group with a "
+        "practical limit must pass this both raw and normalized by the limit (each round / the limit's median in the "
+        "same run), else it is unchanged: a change that moves the limit too is the machine's. Limit entries are "
+        f"judged and labelled but never fail the run; {history_runs} history run(s)."
     )
+
+
+def limit_moves(result: ComparisonResult) -> str:
+    """'; 2 limits moved (the machine, never a failure)' for the status line, '' when no limit entry moved."""
+    moved = len(result.limit_moves)
+    return f"; {moved} limit{'s' if moved > 1 else ''} moved (the machine, never a failure)" if moved else ""
+
+
+def normalized(comparison: BenchmarkComparison) -> str:
+    """The limit-normalized ratio and its CI, 'x1.020 [0.951, 1.090]', or '–' without one."""
+    if comparison.normalized_ratio is None:
+        return "–"
+    return f"{ratio(comparison.normalized_ratio)} {interval(comparison.normalized_ci)}"
+
+
+def threads(run: BenchmarkRun) -> str:
+    """The BLAS/OpenMP thread variables the run recorded (``harness.benchmarks.threads``), e.g.
+    '1 (OPENBLAS_NUM_THREADS=1, OMP_NUM_THREADS=1, MKL_NUM_THREADS=1): numpy limits single-threaded like the CPU
+    backend'; 'not recorded' for a run without them."""
+    found = run.machine_info.get(THREADS_KEY)
+    if not isinstance(found, Mapping):
+        return "not recorded"
+    values = ", ".join(f"{name}={found.get(name) or 'unset'}" for name in SINGLE_THREAD_ENV)
+    if all(found.get(name) == "1" for name in SINGLE_THREAD_ENV):
+        return f"1 ({values}): numpy/BLAS limits single-threaded, like the CPU backend's kernels"
+    return f"library default or as set ({values}): multi-threaded limits are noisy on a loaded machine"
 
 
 def run_rows(result: ComparisonResult) -> list[tuple[str, str, str]]:
@@ -89,6 +122,7 @@ def run_rows(result: ComparisonResult) -> list[tuple[str, str, str]]:
         ("datetime", lambda run: run.datetime.isoformat()),
         ("machine", machine),
         ("runtime", runtime),
+        ("BLAS/OpenMP threads", threads),
         ("pytest-benchmark", lambda run: run.version),
         ("file", lambda run: run.source),
     )

@@ -18,7 +18,7 @@ from typing import Any
 from harness.report.load import BenchmarkRecord, BenchmarkRun
 from harness.threshold import finite_float
 
-__all__ = ["LIMIT_KEY", "UNIT_KEY", "VALUE_KEY", "is_limit", "limit_ratios", "natural_figure"]
+__all__ = ["LIMIT_KEY", "UNIT_KEY", "VALUE_KEY", "group_limits", "is_limit", "limit_ratios", "natural_figure"]
 
 LIMIT_KEY = "limit"
 VALUE_KEY = "value"
@@ -30,15 +30,24 @@ def is_limit(record: BenchmarkRecord) -> bool:
     return record.extra_info.get(LIMIT_KEY) is True
 
 
+def group_limits(run: BenchmarkRun) -> dict[str, BenchmarkRecord]:
+    """group -> its limit entry in ``run`` (the one of smallest median when a group holds several; the first in file
+    order on a tie), for every group that holds a limit entry."""
+    limits: dict[str, BenchmarkRecord] = {}
+    for record in run.benchmarks.values():
+        if record.group is not None and is_limit(record):
+            known = limits.get(record.group)
+            if known is None or record.median < known.median:
+                limits[record.group] = record
+    return limits
+
+
 def limit_ratios(run: BenchmarkRun) -> dict[str, float]:
     """fullname -> median / (median of its group's limit entry), for every non-limit benchmark of ``run`` whose group
     holds a limit entry; benchmarks without a group are never bounded. Both medians are seconds from the same run."""
-    limits: dict[str, float] = {}
-    for record in run.benchmarks.values():
-        if record.group is not None and is_limit(record):
-            limits[record.group] = min(record.median, limits.get(record.group, record.median))
+    limits = group_limits(run)
     return {
-        name: record.median / limits[record.group]
+        name: record.median / limits[record.group].median
         for name, record in run.benchmarks.items()
         if record.group in limits and not is_limit(record)
     }

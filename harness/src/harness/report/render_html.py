@@ -91,6 +91,11 @@ def _table(verdict: Verdict, group: list[BenchmarkComparison], limits: bool) -> 
         head = ["benchmark", "baseline median", "current median", "ratio", "CI", "p-value", "threshold", "notes"]
         rows = [_compared_cells(c) for c in group]
         numeric, at = {1, 2, 3, 5, 6}, 4
+        if limits:  # the limit-normalized ratio beside the raw one's CI
+            head.insert(5, fmt.NORMALIZED_HEAD)
+            numeric = {i + (i >= 5) for i in numeric}
+            for row, c in zip(rows, group):
+                row.insert(5, fmt.normalized(c))
     if limits and at is not None:
         head.insert(at, "x limit")
         numeric = {i + (i >= at) for i in numeric} | {at}

@@ -1,12 +1,17 @@
-"""The machine-readable report (``report.json``, schema_version 1).
+"""The machine-readable report (``report.json``, schema_version 2).
 
-Top level: ``schema_version``, ``failed`` (bool), ``threshold``/``alpha``/``confidence``, ``warnings`` and ``notes``
-(lists of str), ``counts`` (verdict -> int), ``current``/``baseline`` (source, datetime, pytest_benchmark_version,
-commit_info, machine: node/cpu/machine/machine_id/system/release/python_version/runtime; ``baseline`` is null when
-there is none), ``history_runs`` and ``benchmarks``: one object per benchmark with fullname, name, group, verdict,
-threshold, ratio, ci ([low, high] or null), p_value (null when not computable; so is any non-finite number), test, note,
+Top level: ``schema_version``, ``failed`` (bool: a benchmark other than a limit entry regressed), ``limits_moved``
+(fullnames of the limit entries judged regressed or improved, which never fail the run),
+``threshold``/``alpha``/``confidence``, ``warnings`` and ``notes`` (lists of str), ``counts`` (verdict -> int),
+``current``/``baseline`` (source, datetime, pytest_benchmark_version, commit_info, machine:
+node/cpu/machine/machine_id/system/release/python_version/runtime; ``baseline`` is null when there is none),
+``history_runs`` and ``benchmarks``: one object per benchmark with fullname, name, group, verdict, threshold, ratio,
+ci ([low, high] or null), p_value (null when not computable; so is any non-finite number), test, note,
 higher_is_better, limit (bool: a practical-limit entry), x_limit (median / its group's limit median in the current
-run, or null) and ``current``/``baseline`` summaries (seconds) or null.
+run, or null), normalized_ratio/normalized_ci/normalized_p_value (the limit-normalized comparison, or null),
+limit_ratio (current / baseline median of the group's limit, or null), fails (bool: this benchmark fails the run) and
+``current``/``baseline`` summaries (seconds) or null. Version 2 added limits_moved, the normalized fields, limit_ratio
+and fails, and ``failed`` no longer counts limit entries.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ from typing import Any
 from harness.report.compare import BenchmarkComparison, ComparisonResult
 from harness.report.load import BenchmarkRecord, BenchmarkRun
 from harness.report.machine import machine_fields, machine_id
+from harness.report.stats import Verdict
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def render_json(result: ComparisonResult, history_runs: int) -> str:
@@ -28,6 +34,7 @@ def render_json(result: ComparisonResult, history_runs: int) -> str:
     doc = {
         "schema_version": SCHEMA_VERSION,
         "failed": result.failed,
+        "limits_moved": [c.fullname for c in result.limit_moves],
         "threshold": result.threshold,
         "alpha": result.alpha,
         "confidence": result.confidence,
@@ -76,6 +83,11 @@ def _benchmark(c: BenchmarkComparison) -> dict[str, Any]:
         "higher_is_better": c.higher_is_better,
         "limit": c.is_limit,
         "x_limit": _finite(c.x_limit),
+        "normalized_ratio": _finite(c.normalized_ratio),
+        "normalized_ci": [_finite(c.normalized_ci[0]), _finite(c.normalized_ci[1])] if c.normalized_ci else None,
+        "normalized_p_value": _finite(c.normalized_p_value),
+        "limit_ratio": _finite(c.limit_ratio),
+        "fails": c.verdict is Verdict.REGRESSED and not c.is_limit,
         "current": _record(c.current),
         "baseline": _record(c.baseline),
     }

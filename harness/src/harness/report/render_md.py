@@ -78,6 +78,11 @@ def _table(verdict: Verdict, group: list[BenchmarkComparison], limits: bool) -> 
         align = ["---", "---:", "---:", "---:", "---", "---:", "---:", "---"]
         rows = [_compared_cells(c) for c in group]
         at = 4
+        if limits:  # the limit-normalized ratio beside the raw one's CI
+            head.insert(5, fmt.NORMALIZED_HEAD)
+            align.insert(5, "---")
+            for row, c in zip(rows, group):
+                row.insert(5, fmt.normalized(c))
     if limits and at is not None:
         head.insert(at, "x limit")
         align.insert(at, "---:")

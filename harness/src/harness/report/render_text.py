@@ -8,17 +8,23 @@ from harness.report.stats import Verdict
 
 
 def render_text(result: ComparisonResult) -> str:
-    """Warnings, notes, one status line with the counts, one line per regressed or improved benchmark, then the
-    natural-unit figures of each group with a practical-limit entry or figures (and each entry's 'x limit')."""
+    """Warnings, notes, one status line with the counts (and how many limit entries moved), one line per regressed or
+    improved benchmark (a limit entry labelled LIMIT, with its note; a device entry with its ratio relative to the
+    limit), then the natural-unit figures of each group with a practical-limit entry or figures (and each entry's
+    'x limit')."""
     counts = result.counts()
     lines = [f"WARNING: {w}" for w in result.warnings] + [f"NOTE: {n}" for n in result.notes]
     status = "NO BASELINE" if result.baseline is None else "FAIL" if result.failed else "PASS"
-    lines.append(f"benchmark report: {status}: " + ", ".join(f"{counts[v]} {v.value}" for v in VERDICT_ORDER))
+    summary = ", ".join(f"{counts[v]} {v.value}" for v in VERDICT_ORDER)
+    lines.append(f"benchmark report: {status}: {summary}{fmt.limit_moves(result)}")
     for c in result.of(Verdict.REGRESSED) + result.of(Verdict.IMPROVED):
         limit = f", {fmt.x_limit(c)} limit" if c.x_limit is not None else ""
+        vs_limit = f" vs limit {fmt.normalized(c)}" if c.normalized_ratio is not None else ""
+        label = "LIMIT" if c.is_limit else c.verdict.value.upper()
         lines.append(
-            f"  {c.verdict.value.upper():9} {c.fullname}  {fmt.ratio(c.ratio)} CI {fmt.interval(c.ci)} "
+            f"  {label:9} {c.fullname}  {fmt.ratio(c.ratio)} CI {fmt.interval(c.ci)}{vs_limit} "
             f"p={fmt.p_value(c.p_value)} (threshold {fmt.percent(c.threshold)}{limit})"
+            + (f": {c.note}" if c.is_limit and c.note else "")
         )
     lines += _group_figures(result)
     return "\n".join(lines)

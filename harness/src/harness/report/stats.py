@@ -1,16 +1,25 @@
 """The statistics behind a verdict: a significance test, an effect size (ratio of medians) and its bootstrap CI.
 
-Rule (time, lower is better; ``t`` is the benchmark's threshold as a fraction):
-- regressed: the test rejects "same distribution" at ``alpha`` AND current/baseline median > 1 + t;
-- improved:  the test rejects at ``alpha`` AND the ratio < 1 / (1 + t) (the same distance in log scale);
-- unchanged: otherwise. Requiring both keeps noise from raising alarms (a tiny but significant shift over thousands of
-  rounds stays "unchanged") and keeps one unlucky round from doing so (a large but insignificant shift too).
+Rule of one comparison (``decide``; time, lower is better; ``t`` is the benchmark's threshold as a fraction):
+- regressed: the test rejects "same distribution" at ``alpha`` AND current/baseline median > 1 + t AND the bootstrap
+  CI of that ratio lies entirely above 1;
+- improved:  the test rejects at ``alpha`` AND the ratio < 1 / (1 + t) (the same distance in log scale) AND the CI lies
+  entirely below 1;
+- unchanged: otherwise. Requiring all three keeps noise from raising alarms (a tiny but significant shift over
+  thousands of rounds stays "unchanged"), keeps one unlucky round from doing so (a large but insignificant shift too),
+  and keeps a verdict from resting on a median that a resample of the same rounds could put on the other side of 1
+  (a rank test can reject while the CI of the medians' ratio, e.g. [0.74, 1.42], still holds 1).
+
+A benchmark whose group holds a practical-limit entry (``harness.report.groups``) gets a second comparison from
+``compare_normalized``: each round's time divided by the median of the limit entry of the same run, so a change of the
+whole machine (load, frequency, memory bandwidth), which moves the limit as much as the benchmark, cancels out.
+``harness.report.compare`` asks both comparisons to agree (see there).
 
 Test: with per-round data on both sides, the two-sided Mann-Whitney U test (``scipy.stats.mannwhitneyu``) on the
 rounds, and a percentile bootstrap CI of the ratio of medians (both sides resampled independently, seeded numpy).
 Without per-round data on either side, the weaker fallback is Welch's t-test on the summary mean/stddev/rounds
 (``scipy.stats.ttest_ind_from_stats``, equal_var=False), which assumes roughly normal round times and tests means, not
-medians; no CI is given then.
+medians; no CI is given then, so the CI condition cannot apply.
 """
 
 from __future__ import annotations
@@ -89,14 +98,59 @@ def compare_records(
         note = "per-round data missing on one or both sides: Welch t-test on summary stats (weaker)"
     if math.isnan(p_value):
         note = "too few rounds or no spread: significance cannot be tested"
-    significant = p_value < alpha
-    if significant and ratio > 1.0 + threshold:
-        verdict = Verdict.REGRESSED
-    elif significant and ratio < 1.0 / (1.0 + threshold):
-        verdict = Verdict.IMPROVED
-    else:
-        verdict = Verdict.UNCHANGED
+    verdict = decide(ratio, ci, p_value, threshold=threshold, alpha=alpha)
     return SampleComparison(verdict=verdict, ratio=ratio, ci=ci, p_value=p_value, test=test, note=note)
+
+
+def decide(
+    ratio: float, ci: tuple[float, float] | None, p_value: float, *, threshold: float, alpha: float
+) -> Verdict:
+    """The verdict of one comparison by the module rule: ``ratio`` is current/baseline median, ``ci`` its bootstrap
+    CI (None: no per-round data, the CI condition is skipped; a NaN bound never counts as beyond 1), ``p_value`` the
+    two-sided test's (NaN: not significant), ``threshold`` a fraction > 0, ``alpha`` the test level."""
+    if not p_value < alpha:
+        return Verdict.UNCHANGED
+    if ratio > 1.0 + threshold and (ci is None or ci[0] > 1.0):
+        return Verdict.REGRESSED
+    if ratio < 1.0 / (1.0 + threshold) and (ci is None or ci[1] < 1.0):
+        return Verdict.IMPROVED
+    return Verdict.UNCHANGED
+
+
+def compare_normalized(
+    current: BenchmarkRecord,
+    baseline: BenchmarkRecord,
+    current_limit: BenchmarkRecord,
+    baseline_limit: BenchmarkRecord,
+    *,
+    threshold: float,
+    alpha: float,
+    confidence: float,
+    n_resamples: int,
+    rng: np.random.Generator,
+) -> SampleComparison | None:
+    """The limit-normalized comparison: ``current``'s per-round seconds divided by the median of ``current_limit``
+    (same run) against ``baseline``'s divided by ``baseline_limit``'s median, judged by ``decide``.
+
+    The ratio is (current median / current limit median) / (baseline median / baseline limit median). Its bootstrap CI
+    resamples all four round sets, so the noise of the limit medians widens it too. Mann-Whitney runs on the scaled
+    rounds (dividing one side by a constant keeps its ranks). Returns None unless all four records hold per-round data
+    with at least 2 rounds (the harness's runs always do); arguments as in ``compare_records``.
+    """
+    records = (current, baseline, current_limit, baseline_limit)
+    if any(r.data is None or r.data.size < 2 for r in records):
+        return None
+    now, before, limit_now, limit_before = (r.data for r in records if r.data is not None)
+    scaled_now, scaled_before = now / np.median(limit_now), before / np.median(limit_before)
+    p_value = float(sps.mannwhitneyu(scaled_now, scaled_before, alternative="two-sided").pvalue)
+    ratio = float(np.median(scaled_now) / np.median(scaled_before))
+    draws = [bootstrap_medians(values, n_resamples, rng) for values in (now, limit_now, before, limit_before)]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = (draws[0] / draws[1]) / (draws[2] / draws[3])
+    ci = _percentile_ci(ratios, confidence)
+    note = "too few rounds or no spread: significance cannot be tested" if math.isnan(p_value) else None
+    verdict = decide(ratio, ci, p_value, threshold=threshold, alpha=alpha)
+    return SampleComparison(verdict=verdict, ratio=ratio, ci=ci, p_value=p_value, test=MANN_WHITNEY, note=note)
 
 
 def welch_p_value(current: BenchmarkRecord, baseline: BenchmarkRecord) -> float:
@@ -123,6 +177,11 @@ def bootstrap_ratio_ci(
     """
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = bootstrap_medians(current, n_resamples, rng) / bootstrap_medians(baseline, n_resamples, rng)
+    return _percentile_ci(ratios, confidence)
+
+
+def _percentile_ci(ratios: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The central ``confidence`` interval of the bootstrap ``ratios`` (percentiles)."""
     tail = (1.0 - confidence) / 2.0 * 100.0
     low, high = np.percentile(ratios, [tail, 100.0 - tail])
     return float(low), float(high)

@@ -1,0 +1,207 @@
+"""The verdict rule with practical limits: raw and limit-normalized comparisons must agree, limit entries never fail,
+and no verdict when the bootstrap CI of the ratio holds 1."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import test_report_synth as synth
+from test_bench_runner import FakePytest, report_json, run_bench
+
+from harness import bench
+from harness.report import Verdict, compare
+from harness.report.stats import decide
+
+LIMIT = "b.py::test_copy_limit_numpy_copyto[64MiB]"
+DEVICE = "b.py::test_copy[CPU-64MiB-copyin]"
+OTHER = "b.py::test_copy[PYTHON-64MiB-copyin]"
+LAUNCH_LIMIT = "b.py::test_launch_limit_ctypes_call"
+LAUNCH = "b.py::test_launch_empty[CPU]"
+# fullname -> (group, true median in seconds)
+ENTRIES = {LIMIT: ("copy-64MiB", 10e-3), DEVICE: ("copy-64MiB", 14e-3), OTHER: ("copy-64MiB", 30e-3),
+           LAUNCH_LIMIT: ("launch", 0.3e-6), LAUNCH: ("launch", 20e-6)}
+LIMITS = (LIMIT, LAUNCH_LIMIT)
+
+
+def machine_run(seed: int, factors: dict[str, float] | None = None, machine: float = 1.0, **run_kw) -> dict:
+    """A run of two groups, each with a limit entry, 200 rounds of 7% lognormal noise per entry; ``machine`` scales
+    every true median (limits included), ``factors`` one entry's on top of that."""
+    rng = np.random.default_rng(seed)
+    factors = factors or {}
+    entries = []
+    for name, (group, median) in ENTRIES.items():
+        data = synth.rounds(rng, median * machine * factors.get(name, 1.0), count=200)
+        entry = synth.benchmark(name, data, {"limit": name in LIMITS})
+        entry["group"] = group
+        entries.append(entry)
+    return synth.run(entries, **run_kw)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """``fake(doc)`` makes the next bench runs' pytest write ``doc`` (see test_bench_runner.FakePytest)."""
+    monkeypatch.delenv(bench.BASELINE_DIR_ENV, raising=False)
+
+    def install(doc: dict) -> None:
+        monkeypatch.setattr(bench.subprocess, "run", FakePytest(doc))
+
+    return install
+
+
+def by_name(result) -> dict:
+    return {c.fullname: c for c in result.comparisons}
+
+
+def test_machine_wide_slowdown_of_every_entry_is_no_regression():
+    result = compare(machine_run(1, machine=1.5), machine_run(0))
+
+    found = by_name(result)
+    assert not result.failed and result.regressions == []
+    for name in (DEVICE, OTHER, LAUNCH):
+        assert found[name].verdict is Verdict.UNCHANGED
+        assert found[name].ratio == pytest.approx(1.5, rel=0.05)  # raw: 50% slower, significant, CI above 1
+        assert found[name].ci[0] > 1.4 and found[name].p_value < 1e-20
+        assert found[name].normalized_ratio == pytest.approx(1.0, abs=0.05)
+        assert found[name].limit_ratio == pytest.approx(1.5, rel=0.05)
+        assert found[name].note.startswith("raw regressed only: machine-wide change: the limit moved too (limit x1.")
+    for name in LIMITS:  # judged and visible, but labelled and not a failure
+        assert found[name].verdict is Verdict.REGRESSED and found[name].ratio == pytest.approx(1.5, rel=0.05)
+        assert found[name].note == f"limit moved: the machine was x{found[name].ratio:.2f} slower (a limit never fails the run)"
+    assert result.limit_moves == [found[LIMIT], found[LAUNCH_LIMIT]]  # by verdict, then by name
+
+
+def test_one_device_entry_25_percent_slower_with_the_limit_unchanged_is_regressed():
+    result = compare(machine_run(1, {DEVICE: 1.25}), machine_run(0))
+
+    found = by_name(result)
+    assert result.failed and result.regressions == [found[DEVICE]]
+    assert found[DEVICE].ratio == pytest.approx(1.25, rel=0.04)
+    assert found[DEVICE].normalized_ratio == pytest.approx(1.25, rel=0.05)
+    assert found[DEVICE].normalized_ci[0] > 1.1 and found[DEVICE].normalized_p_value < 1e-10
+    assert found[DEVICE].note is None
+    assert {found[n].verdict for n in (LIMIT, OTHER, LAUNCH, LAUNCH_LIMIT)} == {Verdict.UNCHANGED}
+
+
+def test_a_benchmark_without_a_limit_gets_the_raw_verdict():
+    now, before = machine_run(1, machine=1.5), machine_run(0)
+    for doc in (now, before):
+        doc["benchmarks"] = [b for b in doc["benchmarks"] if b["fullname"] != LAUNCH_LIMIT]
+
+    result = compare(now, before)
+
+    launch = by_name(result)[LAUNCH]
+    assert launch.verdict is Verdict.REGRESSED and launch.normalized_ratio is None and launch.note is None
+    assert result.regressions == [launch]
+
+
+def test_the_limit_alone_slower_fails_nothing():
+    result = compare(machine_run(1, {LIMIT: 1.5}), machine_run(0))
+
+    found = by_name(result)
+    assert not result.failed
+    assert found[LIMIT].verdict is Verdict.REGRESSED and "limit moved" in found[LIMIT].note
+    for name in (DEVICE, OTHER):  # x0.67 relative to the slower limit, but their raw time held
+        assert found[name].verdict is Verdict.UNCHANGED
+        assert found[name].normalized_ratio == pytest.approx(1 / 1.5, rel=0.05)
+        assert found[name].note.startswith("normalized improved only: the limit moved, the benchmark did not (limit x1.")
+
+
+def test_a_faster_machine_labels_the_limit_faster():
+    result = compare(machine_run(1, machine=0.7), machine_run(0))
+
+    found = by_name(result)
+    assert found[LIMIT].verdict is Verdict.IMPROVED
+    assert found[LIMIT].note.startswith("limit moved: the machine was x1.4")  # 1 / 0.7 = 1.43 times faster
+    assert found[LIMIT].note == f"limit moved: the machine was x{1 / found[LIMIT].ratio:.2f} faster (a limit never fails the run)"
+    assert found[DEVICE].verdict is Verdict.UNCHANGED and found[DEVICE].normalized_ratio == pytest.approx(1.0, abs=0.05)
+
+
+def test_ci_that_includes_one_gives_no_verdict():
+    # bimodal rounds (half fast, half slow in the baseline; mostly slow now): the rank test rejects and the medians
+    # differ by x1.59, but a resample of the same rounds can put the baseline median in the slow mode too
+    rng = np.random.default_rng(200)
+    base = np.where(rng.random(12) < 0.5, 1.0, 1.6) * rng.lognormal(0, 0.03, 12) * 1e-3
+    cur = np.where(rng.random(12) < 0.85, 1.6, 1.0) * rng.lognormal(0, 0.03, 12) * 1e-3
+
+    [c] = compare(synth.run([synth.benchmark("t::x", cur)]), synth.run([synth.benchmark("t::x", base)])).comparisons
+
+    assert c.p_value < 0.01 and c.ratio == pytest.approx(np.median(cur) / np.median(base)) and c.ratio > 1.5
+    assert c.ci[0] < 1.0 < c.ci[1]
+    assert c.verdict is Verdict.UNCHANGED
+
+
+@pytest.mark.parametrize(
+    ("ratio", "ci", "p", "expected"),
+    [
+        (1.30, (0.74, 1.42), 0.001, Verdict.UNCHANGED),  # CI holds 1
+        (1.30, (1.05, 1.50), 0.001, Verdict.REGRESSED),
+        (1.30, (1.05, 1.50), 0.02, Verdict.UNCHANGED),  # not significant at 0.01
+        (1.05, (1.01, 1.09), 0.001, Verdict.UNCHANGED),  # within the 10% threshold
+        (0.80, (0.70, 0.95), 0.001, Verdict.IMPROVED),
+        (0.80, (0.70, 1.01), 0.001, Verdict.UNCHANGED),
+        (1.30, (float("nan"), 1.5), 0.001, Verdict.UNCHANGED),  # an undefined bound proves nothing
+        (1.30, None, 0.001, Verdict.REGRESSED),  # no per-round data: no CI to ask
+    ],
+)
+def test_decide_requires_significance_threshold_and_a_ci_beyond_one(ratio, ci, p, expected):
+    assert decide(ratio, ci, p, threshold=0.10, alpha=0.01) is expected
+
+
+def test_limit_missing_from_the_baseline_leaves_the_raw_comparison_and_says_so():
+    baseline = machine_run(0)
+    baseline["benchmarks"] = [b for b in baseline["benchmarks"] if b["fullname"] != LIMIT]
+
+    found = by_name(compare(machine_run(1, {DEVICE: 1.25}), baseline))
+
+    assert found[DEVICE].verdict is Verdict.REGRESSED and found[DEVICE].normalized_ratio is None
+    assert f"its group's limit '{LIMIT}' is not in the baseline: raw comparison only" in found[DEVICE].note
+
+
+@pytest.mark.parametrize(
+    ("current", "status", "summary"),
+    [
+        (machine_run(2, machine=1.5), 0, "PASS: 2 regressed, 0 improved, 3 unchanged, 0 new, 0 missing; 2 limits moved"),
+        (machine_run(2, {DEVICE: 1.25}), 1, "FAIL: 1 regressed, 0 improved, 4 unchanged, 0 new, 0 missing\n"),
+        (machine_run(2, {LIMIT: 1.5}), 0, "PASS: 1 regressed, 0 improved, 4 unchanged, 0 new, 0 missing; 1 limit moved"),
+    ],
+    ids=["machine-1.5x", "device-1.25x", "limit-1.5x"],
+)
+def test_bench_exit_status_follows_device_entries_only(tmp_path, fake, capsys, current, status, summary):
+    fake(machine_run(1))
+    assert run_bench(tmp_path, "--save-baseline") == 0
+    fake(current)
+
+    assert run_bench(tmp_path) == status
+
+    out = capsys.readouterr().out
+    assert summary in out
+    report = report_json(tmp_path)
+    assert report["schema_version"] == 2 and report["failed"] is (status == 1)
+    assert LIMIT in report["limits_moved"] if status == 0 else report["limits_moved"] == []
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert "ratio vs limit [CI]" in markdown and "must pass this both raw and normalized by the limit" in markdown
+    if status == 0:
+        line = re.escape(f"  LIMIT     {LIMIT}  x1.") + r"[45]\d\d CI \[.*: limit moved: the machine was x1\.[45]\d slower"
+        assert re.search(line, out)
+    else:
+        [device] = [b for b in report["benchmarks"] if b["fullname"] == DEVICE]
+        assert device["fails"] and device["normalized_ratio"] == pytest.approx(1.25, rel=0.05)
+        assert device["limit_ratio"] == pytest.approx(1.0, abs=0.05)
+
+
+def test_a_disagreement_from_an_inconclusive_comparison_says_so():
+    # raw 30% slower over 200 rounds, but the limit's rounds are so spread (sigma 1.5) that the normalized CI is wide
+    now, before = machine_run(1, {DEVICE: 1.3}), machine_run(0)
+    rng = np.random.default_rng(9)
+    for doc in (now, before):
+        [limit] = [b for b in doc["benchmarks"] if b["fullname"] == LIMIT]
+        limit["stats"]["data"] = [float(x) for x in synth.rounds(rng, 10e-3, count=12, sigma=1.5)]
+        limit["stats"]["rounds"] = 12
+
+    device = by_name(compare(now, before))[DEVICE]
+
+    assert device.verdict is Verdict.UNCHANGED and device.ratio == pytest.approx(1.3, rel=0.05)
+    assert device.normalized_ci[0] < 1.0 < device.normalized_ci[1]
+    assert device.note.startswith("raw regressed only: the normalized comparison is not conclusive (p=")
