@@ -55,7 +55,7 @@ from pathlib import Path
 from harness.benchmarks.threads import SINGLE_THREAD_ENV
 from harness.cli_args import ArgumentParser
 from harness.report import ReportInputError, machine_id, parse_run, read_json
-from harness.report.cli import finish, parse_threshold_option, write_report
+from harness.report.cli import add_threshold_argument, finish, write_report
 from harness.report.history import load_history
 from harness.report.load import BenchmarkRun
 from harness.report.machine import machine_fields
@@ -121,13 +121,7 @@ def build_parser(prog: str = "python -m harness bench") -> ArgumentParser:
         help=f"directory of <machine_id>.json baselines (default: ${BASELINE_DIR_ENV}, else {DEFAULT_BASELINE_DIR})",
     )
     parser.add_argument("--out", default="reports", metavar="DIR", help="reports and runs/ directory (default: reports/)")
-    parser.add_argument(
-        "--threshold",
-        type=parse_threshold_option,
-        default=0.10,
-        metavar="T",
-        help="default regression threshold: '10%%' or 0.1 (a benchmark's extra_info['threshold'] overrides it)",
-    )
+    add_threshold_argument(parser)
     parser.add_argument("--no-fail", action="store_true", help="exit 0 even when a benchmark regressed")
     return parser
 

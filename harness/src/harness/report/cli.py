@@ -24,6 +24,17 @@ from harness.report.render_text import render_text
 from harness.report.thresholds import parse_threshold
 
 
+def add_threshold_argument(parser: argparse.ArgumentParser) -> None:
+    """The ``--threshold`` option shared by ``report`` and ``bench``: a fraction (0.1) or a percentage ('10%')."""
+    parser.add_argument(
+        "--threshold",
+        type=parse_threshold_option,
+        default=0.10,
+        metavar="T",
+        help="default regression threshold: '10%%' or 0.1 (a benchmark's extra_info['threshold'] overrides it)",
+    )
+
+
 def build_parser(prog: str = "python -m harness report") -> ArgumentParser:
     """The argument parser of the report command."""
     parser = ArgumentParser(
@@ -34,13 +45,7 @@ def build_parser(prog: str = "python -m harness report") -> ArgumentParser:
     parser.add_argument("--current", required=True, help="pytest-benchmark JSON of the run under test")
     parser.add_argument("--baseline", required=True, help="pytest-benchmark JSON to compare against")
     parser.add_argument("--history", metavar="DIR", help="directory of earlier pytest-benchmark JSON for trend plots")
-    parser.add_argument(
-        "--threshold",
-        type=parse_threshold_option,
-        default=0.10,
-        metavar="T",
-        help="default regression threshold: '10%%' or 0.1 (a benchmark's extra_info['threshold'] overrides it)",
-    )
+    add_threshold_argument(parser)
     parser.add_argument("--alpha", type=float, default=0.01, help="significance level of the test (default 0.01)")
     parser.add_argument("--out", default="reports", metavar="DIR", help="output directory (default: reports/)")
     parser.add_argument("--no-fail", action="store_true", help="exit 0 even when a benchmark regressed")
