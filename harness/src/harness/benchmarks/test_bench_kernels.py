@@ -41,6 +41,9 @@ DOT_RTOL = (MATMUL_N + 1) * 2.0**-24 * 1.01
 # add and row sum stream 64-192 MiB through DRAM and numpy's matmul runs BLAS threads on every core: all share the
 # machine with other processes, and their rounds spread by 25-60% (IQR / median) on the 2-core reference machine
 NOISY = pytest.mark.bench_threshold(0.25)
+# the naive matmul walks B with a power-of-two column stride, so its speed follows the cache that other processes leave
+# it (+11-15% between identical runs while the compute-bound BLAS limit stayed put); 20% still catches a real 25%
+CACHE_BOUND = pytest.mark.bench_threshold(0.2)
 ROWSUM_GROUP = f"kernel-rowsum-float32-{ROWS}x{COLS}"
 
 
@@ -111,6 +114,7 @@ def test_row_sum_limit_numpy(benchmark: Any, rng: np.random.Generator) -> None:
                 reference="numpy.sum(x, axis=1)", elements=ROWS * COLS, shape=[ROWS, COLS])
 
 
+@CACHE_BOUND
 def test_matmul(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np.random.Generator) -> None:
     n = _size(device, "matmul_n", MATMUL_N)
     benchmark.group = _matmul_group(n)
