@@ -38,8 +38,8 @@ REDUCED = {"PYTHON": {"add_n": 2**22, "matmul_n": 256}}  # see the module docstr
 # covers the denominator)
 SUM_RTOL = COLS * 2.0**-24 * 1.01
 DOT_RTOL = (MATMUL_N + 1) * 2.0**-24 * 1.01
-# add and row sum stream 64-192 MiB through DRAM and numpy's matmul runs BLAS threads on every core: all share the
-# machine with other processes, and their rounds spread by 25-60% (IQR / median) on the 2-core reference machine
+# add and row sum stream 64-192 MiB through DRAM, which they share with every other process on the machine; their rounds
+# spread by 25-60% (IQR / median) on the 2-core reference machine
 NOISY = pytest.mark.bench_threshold(0.25)
 # the naive matmul walks B with a power-of-two column stride, so its speed follows the cache that other processes leave
 # it (+11-15% between identical runs while the compute-bound BLAS limit stayed put); 20% still catches a real 25%

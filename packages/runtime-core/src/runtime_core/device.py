@@ -83,7 +83,8 @@ class _DeviceRegistry:
         try:
             dev = self.backends()[backend].load()(cname)
         except Exception as e:
-            raise DeviceError(f"device {cname} failed to open: {type(e).__name__}: {e}. {self._available_hint()}") from e
+            reason = str(e).rstrip(".")
+            raise DeviceError(f"device {cname} failed to open: {type(e).__name__}: {reason}. {self._available_hint()}") from e
         self._opened[cname] = dev
         return dev
 
