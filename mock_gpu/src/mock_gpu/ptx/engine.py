@@ -50,13 +50,13 @@ class _Chunk:
         self.static_shared = kernel.dynamic_shared_offset
         self.dynamic_shared = dyn
         self.shared_size = kernel.dynamic_shared_offset + dyn
-        self.shared_stride = max(16, -(-self.shared_size // 16) * 16)
+        self.shared_stride = _stride(self.shared_size)
         self.shared = np.zeros(self.B * self.shared_stride, np.uint8)
         self.local_size = kernel.local_bytes
-        self.local_stride = max(16, -(-self.local_size // 16) * 16)
+        self.local_stride = _stride(self.local_size)
         self.local = np.zeros(self.n * self.local_stride, np.uint8)
         self.param_bytes = len(params)
-        self.kparams = np.zeros(max(16, -(-len(params) // 16) * 16), np.uint8)
+        self.kparams = np.zeros(_stride(len(params)), np.uint8)
         self.kparams[:len(params)] = np.frombuffer(params, np.uint8)
         self.blk = np.repeat(np.arange(nblocks, dtype=np.int64), self.T)
         self.carry = np.zeros(self.n, np.uint64)
@@ -350,6 +350,11 @@ class _Chunk:
         else:
             val = counts[k] > 0
         spec.red_dst(self, sel, val)  # type: ignore[misc]
+
+
+def _stride(nbytes: int) -> int:
+    """Bytes per block/thread for a region of ``nbytes``: rounded up to 16 bytes, at least 16."""
+    return max(16, -(-nbytes // 16) * 16)
 
 
 def _merge(groups: dict[int, np.ndarray], pc: int, idx: np.ndarray) -> None:

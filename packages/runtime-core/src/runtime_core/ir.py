@@ -315,9 +315,6 @@ class _Validator:
         if any(s.op is Ops.IF for s in self.scopes):
             raise self.fail(i, u, "a BARRIER inside an IF may be reached by only some threads (divergent barrier)")
 
-    def check_cast(self, i: int, u: UOp) -> None:
-        pass
-
     def check_bitcast(self, i: int, u: UOp) -> None:
         if u.src[0].dtype.itemsize != u.dtype.itemsize:
             raise self.fail(i, u, f"bitcast {u.src[0].dtype} -> {u.dtype} changes the size")

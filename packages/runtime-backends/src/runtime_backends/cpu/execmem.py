@@ -72,7 +72,9 @@ def host_resolver(name: str) -> int | None:
     return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL:
+    """libc with the prototypes of mmap/mprotect/munmap set (once: every load and unmap uses them)."""
     libc = _library("c")
     libc.mmap.restype, libc.mmap.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
                                                                 ctypes.c_int, ctypes.c_int, ctypes.c_long]

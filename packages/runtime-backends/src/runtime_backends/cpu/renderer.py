@@ -220,8 +220,9 @@ class CRenderer(Renderer):
         self.check(kernel)
         name = kernel.name
         # C11 7.1.3: identifiers starting with "__" or "_" and a capital are reserved (__int128, __asm__, _Pragma)
+        # validate() has checked that the name is an ASCII identifier
         reserved = name.startswith(("__", "rtk_")) or name[:1] == "_" and name[1:2].isupper()
-        if not (name.isidentifier() and name.isascii()) or name in _C_KEYWORDS | _RESERVED or reserved:
+        if name in _C_KEYWORDS or name in _RESERVED or reserved:
             raise ValueError(f"CPU: kernel name {name!r} must be an ASCII C identifier that is not a keyword, not "
                              f"reserved (starting with '__' or '_' and a capital letter), not a host function kernels "
                              f"call (libm/libc whitelist) and does not start with 'rtk_' (it becomes the function's "
@@ -351,10 +352,10 @@ def cast_expr(x: str, src: DType, dst: DType) -> str:
 
 def alu_expr(op: Ops, dt: DType, args: list[str]) -> str:
     """C expression for ALU ``op`` whose (last) operands have dtype ``dt``; ``args`` are the operand names."""
+    if op is Ops.WHERE:  # selects bit patterns, so it is the same for every dtype
+        return f"({args[0]} ? {args[1]} : {args[2]})"
     if dt in _HALF:
         return _half_alu(op, dt, args)
-    if op is Ops.WHERE:
-        return f"({args[0]} ? {args[1]} : {args[2]})"
     if dt.is_float:
         return _float_alu(op, dt, args, lambda a: a)
     return _int_alu(op, dt, args)
@@ -362,8 +363,6 @@ def alu_expr(op: Ops, dt: DType, args: list[str]) -> str:
 
 def _half_alu(op: Ops, dt: DType, args: list[str]) -> str:
     to_float, from_float, _ = _HALF_CONV[dt]
-    if op is Ops.WHERE:
-        return f"({args[0]} ? {args[1]} : {args[2]})"
     if op is Ops.NEG:
         return f"((unsigned short)({args[0]} ^ 0x8000u))"
     if op in (Ops.MAX, Ops.MIN, Ops.CMPLT, Ops.CMPNE):
