@@ -12,24 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from runtime_core.buffer_spec import BufferSpec
+from runtime_core.buffer_spec import DEFAULT_SPEC, BufferSpec, normalize_spec
 
 __all__ = ["Allocator", "LRUAllocator", "MallocAllocator", "DEFAULT_SPEC"]
 
 log = logging.getLogger(__name__)
-DEFAULT_SPEC = BufferSpec()
 MAX_ALLOC_BYTES = sys.maxsize
 """Largest size any allocation may request (``ssize_t`` max): larger sizes cannot exist in an address space and would
 wrap when passed to C as ``size_t``."""
 LRU_ENV = "RUNTIME_LRU_MAX_BYTES"
-
-
-def _normalize(spec: BufferSpec | None) -> BufferSpec:
-    if spec is None:
-        return DEFAULT_SPEC
-    if not isinstance(spec, BufferSpec):
-        raise TypeError(f"spec must be a BufferSpec or None, got {type(spec).__name__}")
-    return spec
 
 
 def _check_size(size: Any) -> int:
@@ -72,12 +63,12 @@ class Allocator:
     def alloc(self, size: int, spec: BufferSpec | None = None) -> Any:
         """Allocate ``size`` bytes. Raises ``TypeError`` for a non-int size or a spec that is not a ``BufferSpec``,
         ``ValueError`` for size <= 0 or > ``MAX_ALLOC_BYTES``, ``MemoryError`` when the device is out of memory."""
-        return self._alloc(_check_size(size), _normalize(spec))
+        return self._alloc(_check_size(size), normalize_spec(spec))
 
     def free(self, opaque: Any, size: int, spec: BufferSpec | None = None) -> None:
         """Release memory returned by :meth:`alloc` with the same ``size`` (bytes) and ``spec``; ``ValueError`` for
         ``opaque=None``."""
-        self._free(_check_opaque(opaque), _check_size(size), _normalize(spec))
+        self._free(_check_opaque(opaque), _check_size(size), normalize_spec(spec))
 
     def supports(self, hook: str) -> bool:
         """Whether the backend implements the optional hook named ``hook`` (``"_as_buffer"``, ``"_offset"``, ``"_transfer"``)."""
@@ -131,7 +122,7 @@ class LRUAllocator(Allocator):
         self._cached_handles: set[tuple[str, Any]] = set()
 
     def alloc(self, size: int, spec: BufferSpec | None = None) -> Any:
-        size, spec = _check_size(size), _normalize(spec)
+        size, spec = _check_size(size), normalize_spec(spec)
         if (entries := self.cache.get((size, spec))):
             self.cached_bytes -= size
             opaque = entries.pop()
@@ -147,7 +138,7 @@ class LRUAllocator(Allocator):
             return self._alloc(size, spec)
 
     def free(self, opaque: Any, size: int, spec: BufferSpec | None = None) -> None:
-        opaque, size, spec = _check_opaque(opaque), _check_size(size), _normalize(spec)
+        opaque, size, spec = _check_opaque(opaque), _check_size(size), normalize_spec(spec)
         if _handle_key(opaque) in self._cached_handles:
             raise ValueError(f"double free: handle {opaque!r} was already freed and is in the allocator's cache")
         if spec.nolru or spec.external_ptr is not None or self.cached_bytes + size > self.max_cached_bytes:

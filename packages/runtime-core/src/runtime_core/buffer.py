@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from runtime_core.allocator import Allocator, _normalize
-from runtime_core.buffer_spec import BufferSpec
+from runtime_core.allocator import Allocator
+from runtime_core.buffer_spec import BufferSpec, normalize_spec
 from runtime_core.device import Device
 from runtime_core.dtype import DType, dtypes
 
@@ -57,7 +57,7 @@ class Buffer:
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
             raise ValueError(f"buffer size must be a positive int number of elements, got {size!r}")
         self.device, self.size, self.dtype = Device.canonicalize(device), size, _check_dtype(dtype)
-        self.spec = _normalize(spec)
+        self.spec = normalize_spec(spec)
         self.base, self.offset = base, offset
         self._opaque: Any = None
         self._freed = False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["BufferSpec"]
+__all__ = ["BufferSpec", "normalize_spec"]
 
 
 @dataclass(frozen=True)
@@ -36,3 +36,15 @@ class BufferSpec:
         ptr = self.external_ptr
         if ptr is not None and (isinstance(ptr, bool) or not isinstance(ptr, int) or ptr <= 0):
             raise TypeError(f"BufferSpec.external_ptr must be None or a positive int address, got {ptr!r}")
+
+
+DEFAULT_SPEC = BufferSpec()
+
+
+def normalize_spec(spec: BufferSpec | None) -> BufferSpec:
+    """``spec`` itself, or the default ``BufferSpec()`` for ``None``; ``TypeError`` for anything else."""
+    if spec is None:
+        return DEFAULT_SPEC
+    if not isinstance(spec, BufferSpec):
+        raise TypeError(f"spec must be a BufferSpec or None, got {type(spec).__name__}")
+    return spec

@@ -11,13 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from runtime_backends.cpu.execmem import ExecutableImage
-from runtime_backends.cpu.renderer import MAX_PARAMS, SIGNATURE_MAGIC, SIGNATURE_SYMBOL
+from runtime_backends.cpu.renderer import INT32_MAX, MAX_PARAMS, SIGNATURE_MAGIC, SIGNATURE_SYMBOL
 from runtime_core.compiler import CompileError
 from runtime_core.program import check_launch
 
 __all__ = ["CPUProgram"]
 
-_INT32_MAX = 2**31 - 1
 
 
 class CPUProgram:
@@ -69,9 +68,9 @@ class CPUProgram:
         """
         gs, ls = check_launch(self.name, bufs, vals, self.nbufs, self.nvals, global_size, local_size)
         for what, size in (("global_size", gs), ("local_size", ls)):
-            if max(size) > _INT32_MAX:
+            if max(size) > INT32_MAX:
                 raise ValueError(f"kernel {self.name!r}: {what} {size} exceeds the CPU backend's limit of "
-                                 f"{_INT32_MAX} per dimension")
+                                 f"{INT32_MAX} per dimension")
         low = _lowest_address()
         for slot, b in enumerate(bufs):
             if isinstance(b, bool) or not isinstance(b, int) or b <= 0:

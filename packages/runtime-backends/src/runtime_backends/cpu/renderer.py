@@ -43,7 +43,7 @@ __all__ = ["CRenderer", "MAX_PARAMS", "SIGNATURE_MAGIC", "SIGNATURE_SYMBOL"]
 
 SIGNATURE_SYMBOL = "rtk_signature"
 SIGNATURE_MAGIC = 0x52544B31  # "RTK1": version 1 of this renderer's calling convention
-_INT32_MAX = 2**31 - 1
+INT32_MAX = 2**31 - 1
 MAX_PARAMS = 1024 - 6
 """Buffers + vals per kernel: ctypes calls take at most 1024 arguments, and 6 of them are the launch shape."""
 _HALF = (dtypes.float16, dtypes.bfloat16)
@@ -203,8 +203,8 @@ class CRenderer(Renderer):
     device = "CPU"
     has_local = False
     has_shared = False
-    global_max = (_INT32_MAX, _INT32_MAX, _INT32_MAX)
-    local_max = (_INT32_MAX, _INT32_MAX, _INT32_MAX)
+    global_max = (INT32_MAX, INT32_MAX, INT32_MAX)
+    local_max = (INT32_MAX, INT32_MAX, INT32_MAX)
     shared_max = 0
 
     def render(self, kernel: Kernel) -> str:
