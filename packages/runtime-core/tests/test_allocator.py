@@ -10,7 +10,7 @@ class CountingAllocator(LRUAllocator):
     """Hands out ints; can be told to fail with MemoryError while more than `limit` bytes are live."""
 
     def __init__(self, max_cached_bytes=None, limit=None):
-        super().__init__(max_cached_bytes)
+        super().__init__(max_cached_bytes=max_cached_bytes)
         self.live, self.next, self.limit, self.allocs, self.frees = {}, 1, limit, 0, 0
 
     def _alloc(self, size, spec):
