@@ -12,7 +12,7 @@ import logging
 import threading
 from typing import Any
 
-from ._types import CUresult
+from cuda.bindings.driver import CUresult
 
 logger = logging.getLogger("mock_gpu")
 

@@ -1,4 +1,5 @@
-"""The objects behind the driver's opaque handles: devices, contexts, streams, events, modules, functions, graphs.
+"""The objects behind the driver's opaque handles (CUDA driver API 6.1 "Data types used by CUDA driver":
+``CUdevice``, ``CUcontext``, ``CUstream``, ``CUevent``, ``CUmodule``, ``CUfunction``, ``CUgraph``...).
 
 One :class:`System` is created by ``cuInit`` from the environment (see :mod:`mock_gpu.config`) and holds every
 object of the emulated machine. Handles given to the caller are cuda-python handle objects whose integer value
@@ -13,9 +14,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .config import ArchInfo, MockConfig
-from .errors import DriverError, error
-from .memory import AddressSpace
+from ..config import ArchInfo, MockConfig
+from ..errors import DriverError, error
+from ..memory import AddressSpace
 
 T = TypeVar("T")
 # Handle values look like host addresses of driver objects; they start high so that a stray small integer

@@ -1,4 +1,6 @@
-"""Plumbing shared by the driver API modules: the process's emulated system, the result-tuple convention, contexts.
+"""Plumbing shared by the driver API modules: the process's emulated system, the result-tuple convention, the
+current context and stream handles (CUDA driver API 6.8 "Context Management" for the per-thread context stack,
+6.18 "Stream Management" for the NULL / CU_STREAM_LEGACY / CU_STREAM_PER_THREAD handles).
 
 cuda-python's driver functions return a tuple ``(CUresult, *outputs)``; on failure the outputs are ``None``
 (e.g. ``cuMemAlloc`` -> ``(CUDA_ERROR_OUT_OF_MEMORY, None)``). :func:`api` gives an implementation function that
@@ -12,9 +14,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ._driver_state import Context, Stream, System
-from ._types import CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, CUresult
-from .errors import REPORTS, DriverError, error
+from cuda.bindings.driver import CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, CUresult
+
+from ..errors import REPORTS, DriverError, error
+from .handles import Context, Stream, System
 
 _holder_lock = threading.Lock()
 _system: System | None = None

@@ -1,4 +1,4 @@
-"""Memory management: device and pinned host allocations, copies and memsets (CUDA driver API, "Memory Management").
+"""Memory management: device and pinned host allocations, copies and memsets (CUDA driver API 6.13 "Memory Management").
 
 Device memory lives in the emulator's own address space (:class:`mock_gpu.memory.AddressSpace`): device pointers are
 not host addresses, and every byte a copy touches must lie in a live allocation, otherwise the call fails with
@@ -14,12 +14,18 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from ._driver_core import api, current_ctx, resolve_stream, system
-from ._driver_params import byte_count, host_address, host_range, read_host, write_host
-from ._driver_state import Context, HostAllocation, handle_value
-from ._types import CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_MEMHOSTALLOC_WRITECOMBINED, CUdeviceptr
-from .errors import error
-from .memory import MemoryFault, OutOfMemory
+from cuda.bindings.driver import (
+    CU_MEMHOSTALLOC_DEVICEMAP,
+    CU_MEMHOSTALLOC_PORTABLE,
+    CU_MEMHOSTALLOC_WRITECOMBINED,
+    CUdeviceptr,
+)
+
+from ..errors import error
+from ..memory import MemoryFault, OutOfMemory
+from .handles import Context, HostAllocation, handle_value
+from .marshal import byte_count, host_address, host_range, read_host, write_host
+from .system import api, current_ctx, resolve_stream, system
 
 
 def _device_op(what: str, op: Callable[[], Any]) -> Any:

@@ -1,129 +1,15 @@
-"""Initialization, devices, contexts, peer access and error descriptions (CUDA driver API sections
-"Initialization", "Version Management", "Device Management", "Primary Context Management", "Context Management",
-"Peer Context Memory Access" and "Error Handling")."""
+"""Contexts: primary contexts, created contexts, the current context, peer access (CUDA driver API
+6.7 "Primary Context Management", 6.8 "Context Management", 6.31 "Peer Context Memory Access")."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ._driver_core import api, current_ctx, get_system_or_none, set_system, system
-from ._driver_state import Context, Device, System, handle_value
-from ._types import CUcontext, CUdevice, CUdevice_attribute, CUresult
-from .config import ConfigError, load_config
-from .errors import ERROR_STRINGS, error
+from cuda.bindings.driver import CUcontext, CUdevice
 
-DRIVER_VERSION = 12080  # reported by cuDriverGetVersion: CUDA 12.8 (1000 * major + 10 * minor)
-
-
-@api(0)
-def cuInit(Flags: int) -> tuple:  # noqa: N803  (the driver API's parameter names)
-    """cuInit(Flags): initialize the driver (CUDA driver API, Initialization, cuInit). ``Flags`` must be 0.
-
-    Reads MOCKGPU_DEVICES / MOCKGPU_ARCH / MOCKGPU_MEMORY (see :mod:`mock_gpu.config`) on the first call; later
-    calls have no effect. An invalid variable gives CUDA_ERROR_INVALID_VALUE with the reason in the report.
-    """
-    if Flags != 0:
-        raise error("CUDA_ERROR_INVALID_VALUE", f"cuInit Flags must be 0, got {Flags}")
-    if get_system_or_none() is None:
-        try:
-            config = load_config()
-        except ConfigError as exc:
-            raise error("CUDA_ERROR_INVALID_VALUE", str(exc), severe=True) from exc
-        set_system(System(config))
-    return ()
-
-
-@api(1)
-def cuDriverGetVersion() -> tuple:
-    """cuDriverGetVersion() -> (CUresult, int): the emulated driver version, 12080 (CUDA 12.8); needs no cuInit."""
-    return (DRIVER_VERSION,)
-
-
-@api(1)
-def cuDeviceGetCount() -> tuple:
-    """cuDeviceGetCount() -> (CUresult, int): number of emulated devices (MOCKGPU_DEVICES)."""
-    return (len(system().devices),)
-
-
-@api(1)
-def cuDeviceGet(ordinal: int) -> tuple:
-    """cuDeviceGet(ordinal) -> (CUresult, CUdevice); CUDA_ERROR_INVALID_DEVICE for an ordinal out of range."""
-    return (CUdevice(system().device(ordinal).ordinal),)
-
-
-@api(1)
-def cuDeviceGetName(length: int, dev: Any) -> tuple:
-    """cuDeviceGetName(length, dev) -> (CUresult, bytes): the name, NUL-terminated, in a buffer of ``length`` bytes.
-
-    As in cuda-python the returned bytes are ``length`` long (name, NUL, then the buffer's initial spaces); a name
-    longer than ``length - 1`` is truncated (CUDA driver API, cuDeviceGetName).
-    """
-    device = system().device(dev)
-    if length <= 0:
-        raise error("CUDA_ERROR_INVALID_VALUE", f"cuDeviceGetName length must be positive, got {length}")
-    name = f"{device.arch.name} (mock_gpu)".encode()[: length - 1] + b"\x00"
-    return (name + b" " * (length - len(name)),)
-
-
-def _attributes(device: Device) -> dict[int, int]:
-    a = device.arch
-    A = CUdevice_attribute
-    values = {
-        A.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: 1024, A.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: 1024,
-        A.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: 1024, A.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: 64,
-        A.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: 2**31 - 1, A.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: 65535,
-        A.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: 65535, A.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: 49152,
-        A.CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: 65536, A.CU_DEVICE_ATTRIBUTE_WARP_SIZE: 32,
-        A.CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: 65536, A.CU_DEVICE_ATTRIBUTE_CLOCK_RATE: 1_500_000,
-        A.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: a.sm_count, A.CU_DEVICE_ATTRIBUTE_INTEGRATED: 0,
-        A.CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: 1, A.CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: 1,
-        A.CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: device.ordinal + 1, A.CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: 0,
-        A.CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: 1_500_000, A.CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: 5120,
-        A.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: 50 << 20,
-        A.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: a.threads_per_sm,
-        A.CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: 1, A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: a.major,
-        A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: a.minor,
-        A.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: a.smem_per_sm,
-        A.CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: 65536, A.CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: 0,
-        A.CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD: 0, A.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: a.smem_optin,
-        A.CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: 32,
-    }
-    return {int(k): v for k, v in values.items()}
-
-
-@api(1)
-def cuDeviceGetAttribute(attrib: Any, dev: Any) -> tuple:
-    """cuDeviceGetAttribute(attrib, dev) -> (CUresult, int) (CUDA driver API, Device Management).
-
-    Supported: the thread/block/grid limits, warp size, SM count, shared memory per block (+ opt-in) and per SM,
-    compute capability, unified addressing, and a few descriptive values (clock, bus width, L2). Any other
-    attribute is CUDA_ERROR_INVALID_VALUE with a report naming it (rather than an invented value).
-    """
-    table = _attributes(system().device(dev))
-    if int(attrib) not in table:
-        raise error("CUDA_ERROR_INVALID_VALUE", f"device attribute {attrib!r} is not emulated by mock_gpu")
-    return (table[int(attrib)],)
-
-
-@api(2)
-def cuDeviceComputeCapability(dev: Any) -> tuple:
-    """cuDeviceComputeCapability(dev) -> (CUresult, major, minor) (deprecated in CUDA; kept for old backends)."""
-    arch = system().device(dev).arch
-    return (arch.major, arch.minor)
-
-
-@api(1)
-def cuDeviceTotalMem(dev: Any) -> tuple:
-    """cuDeviceTotalMem(dev) -> (CUresult, int): device memory in bytes (MOCKGPU_MEMORY)."""
-    return (system().device(dev).memory,)
-
-
-@api(1)
-def cuDeviceCanAccessPeer(dev: Any, peerDev: Any) -> tuple:  # noqa: N803
-    """cuDeviceCanAccessPeer(dev, peerDev) -> (CUresult, int): 1 between two different emulated devices, else 0."""
-    sys_ = system()
-    a, b = sys_.device(dev), sys_.device(peerDev)
-    return (int(a is not b),)
+from ..errors import error
+from .handles import Context, Device, System, handle_value
+from .system import api, current_ctx, system
 
 
 def _new_context(sys_: System, device: Device, primary: bool) -> Context:
@@ -266,6 +152,14 @@ def cuCtxSynchronize() -> tuple:
     return ()
 
 
+@api(1)
+def cuDeviceCanAccessPeer(dev: Any, peerDev: Any) -> tuple:  # noqa: N803
+    """cuDeviceCanAccessPeer(dev, peerDev) -> (CUresult, int): 1 between two different emulated devices, else 0."""
+    sys_ = system()
+    a, b = sys_.device(dev), sys_.device(peerDev)
+    return (int(a is not b),)
+
+
 @api(0)
 def cuCtxEnablePeerAccess(peerContext: Any, Flags: int) -> tuple:  # noqa: N803
     """cuCtxEnablePeerAccess(peerContext, Flags): let the current context access ``peerContext``'s device memory.
@@ -295,23 +189,3 @@ def cuCtxDisablePeerAccess(peerContext: Any) -> tuple:  # noqa: N803
         raise error("CUDA_ERROR_PEER_ACCESS_NOT_ENABLED", f"peer access to device {peer.device.ordinal} is not enabled")
     ctx.peers.discard(peer.device.ordinal)
     return ()
-
-
-def _result_member(error_code: Any) -> Any:
-    try:
-        return CUresult(int(error_code))
-    except ValueError:
-        raise error("CUDA_ERROR_INVALID_VALUE", f"{error_code!r} is not a CUresult value") from None
-
-
-@api(1)
-def cuGetErrorName(error: Any) -> tuple:
-    """cuGetErrorName(error) -> (CUresult, bytes): the enum name, e.g. b"CUDA_ERROR_ILLEGAL_ADDRESS"."""
-    return (_result_member(error).name.encode(),)
-
-
-@api(1)
-def cuGetErrorString(error: Any) -> tuple:
-    """cuGetErrorString(error) -> (CUresult, bytes): the driver's description, e.g. b"invalid argument"."""
-    member = _result_member(error)
-    return (ERROR_STRINGS.get(member.name, member.name.removeprefix("CUDA_ERROR_").replace("_", " ").lower()).encode(),)

@@ -1,4 +1,4 @@
-"""CUDA graphs: kernel and 1-D memcpy nodes, instantiation, launch, exec updates (CUDA driver API, "Graph
+"""CUDA graphs: kernel and 1-D memcpy nodes, instantiation, launch, exec updates (CUDA driver API 6.24 "Graph
 Management").
 
 Nodes are added after their dependencies, so insertion order is a topological order; a launched graph runs its
@@ -11,12 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ._driver_core import api, current_ctx, raise_if_sticky, resolve_stream, system
-from ._driver_memory import copy_memory
-from ._driver_module import prepare_launch, run_launch
-from ._driver_state import Graph, GraphExec, GraphNode, KernelLaunch, handle_value
-from ._types import CUgraph, CUgraphExec, CUgraphNode, CUmemorytype
-from .errors import error
+from cuda.bindings.driver import CUgraph, CUgraphExec, CUgraphNode, CUmemorytype
+
+from ..errors import error
+from .handles import Graph, GraphExec, GraphNode, KernelLaunch, handle_value
+from .launch import prepare_launch, run_launch
+from .memory import copy_memory
+from .system import api, current_ctx, raise_if_sticky, resolve_stream, system
 
 _HOST = int(CUmemorytype.CU_MEMORYTYPE_HOST)
 _DEVICE = int(CUmemorytype.CU_MEMORYTYPE_DEVICE)

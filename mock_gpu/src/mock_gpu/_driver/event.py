@@ -1,9 +1,8 @@
-"""Streams and events (CUDA driver API, "Stream Management" and "Event Management").
+"""Events (CUDA driver API 6.19 "Event Management").
 
-Work runs when it is enqueued, so when a call that enqueues work returns, that work is done: streams are always
-idle, cuStreamWaitEvent has nothing to wait for, and an event records ``time.perf_counter()`` at cuEventRecord,
-which is the moment the stream reaches it. Elapsed times between events therefore measure the emulated work
-between them, in milliseconds as cuEventElapsedTime specifies.
+Work runs when it is enqueued, so an event records ``time.perf_counter()`` at cuEventRecord, which is the moment
+the stream reaches it. Elapsed times between events therefore measure the emulated work between them, in
+milliseconds as cuEventElapsedTime specifies.
 """
 
 from __future__ import annotations
@@ -11,57 +10,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ._driver_core import api, current_ctx, resolve_stream, system
-from ._driver_state import Event, Stream
-from ._types import CUevent, CUevent_flags, CUstream, CUstream_flags
-from .errors import error
+from cuda.bindings.driver import CUevent, CUevent_flags
 
-_STREAM_FLAGS = int(CUstream_flags.CU_STREAM_NON_BLOCKING)
+from ..errors import error
+from .handles import Event
+from .system import api, current_ctx, resolve_stream, system
+
 _EVENT_FLAGS = (int(CUevent_flags.CU_EVENT_BLOCKING_SYNC) | int(CUevent_flags.CU_EVENT_DISABLE_TIMING)
                 | int(CUevent_flags.CU_EVENT_INTERPROCESS))
-
-
-@api(1)
-def cuStreamCreate(Flags: int) -> tuple:  # noqa: N803
-    """cuStreamCreate(Flags) -> (CUresult, CUstream); Flags: CU_STREAM_DEFAULT or CU_STREAM_NON_BLOCKING."""
-    ctx = current_ctx()
-    if int(Flags) & ~_STREAM_FLAGS:
-        raise error("CUDA_ERROR_INVALID_VALUE", f"cuStreamCreate Flags {int(Flags):#x} has unknown bits")
-    sys_ = system()
-    stream = sys_.register(Stream(sys_.new_handle(), ctx, int(Flags)))
-    return (CUstream(stream.handle),)
-
-
-@api(0)
-def cuStreamDestroy(hStream: Any) -> tuple:  # noqa: N803
-    """cuStreamDestroy(hStream): destroy a stream from cuStreamCreate (its work is already complete)."""
-    sys_ = system()
-    stream = sys_.lookup(hStream, Stream, "stream")
-    del sys_.objects[stream.handle]
-    return ()
-
-
-@api(0)
-def cuStreamSynchronize(hStream: Any) -> tuple:  # noqa: N803
-    """cuStreamSynchronize(hStream): returns at once, or the context's sticky error after a kernel fault."""
-    resolve_stream(hStream)
-    return ()
-
-
-@api(0)
-def cuStreamQuery(hStream: Any) -> tuple:  # noqa: N803
-    """cuStreamQuery(hStream): CUDA_SUCCESS (never CUDA_ERROR_NOT_READY: enqueued work is already done)."""
-    resolve_stream(hStream)
-    return ()
-
-
-@api(0)
-def cuStreamWaitEvent(hStream: Any, hEvent: Any, Flags: int) -> tuple:  # noqa: N803
-    """cuStreamWaitEvent(hStream, hEvent, Flags): order later work after the event; recorded work is complete, so
-    only the handles are checked (the event may belong to another context, as for cross-device synchronization)."""
-    resolve_stream(hStream)
-    system().lookup(hEvent, Event, "event")
-    return ()
 
 
 @api(1)

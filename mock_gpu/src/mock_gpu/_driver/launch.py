@@ -1,177 +1,25 @@
-"""Modules, functions and kernel launches (CUDA driver API, "Module Management" and "Execution Control").
+"""Function attributes and kernel launches (CUDA driver API 6.22 "Execution Control").
 
-Modules are PTX text, parsed and checked at load time by :func:`mock_gpu.ptx.load_module` (an unsupported
-construct is CUDA_ERROR_INVALID_PTX before anything runs). A launch is validated (block and grid limits, shared
-memory, parameters) and then run to completion by the PTX interpreter; a fault inside the kernel poisons the
-context (sticky error), as on a real GPU.
+A launch is validated (block and grid limits, shared memory, parameters) and then run to completion by the PTX
+interpreter; a fault inside the kernel poisons the context (sticky error), as on a real GPU.
 """
 
 from __future__ import annotations
 
-import ctypes
-import re
 from typing import Any
 
-from . import ptx
-from ._driver_core import api, current_ctx, raise_if_sticky, resolve_stream, system
-from ._driver_params import MIN_HOST_ADDRESS, host_address, pack_params, uint_arg
-from ._driver_state import Function, KernelLaunch, LoadedModule
-from ._types import CUdeviceptr, CUfunction, CUfunction_attribute, CUmodule
-from .errors import DriverError, error
-from .memory import MemoryFault, OutOfMemory
+from cuda.bindings.driver import CUfunction_attribute
 
-_DEFAULT_SMEM = 48 * 1024  # bytes of shared memory per block without opt-in (CUDA C++ Programming Guide, table 21)
+from .. import ptx
+from ..errors import DriverError, error
+from ..memory import MemoryFault
+from .handles import Function, KernelLaunch
+from .marshal import pack_params, uint_arg
+from .system import api, raise_if_sticky, resolve_stream, system
+
 _NOMINAL_REGS = 32  # CU_FUNC_ATTRIBUTE_NUM_REGS: the interpreter has no register allocation; a typical count
 _MAX_BLOCK = (1024, 1024, 64)
 _MAX_GRID = (2**31 - 1, 65535, 65535)
-_ELF_MAGIC = b"\x7fELF"
-_MAX_PTX_MAJOR = 9  # PTX ISA 9.x: CUDA 13
-_FATBIN_MAGIC = (0xBA55ED50).to_bytes(4, "little")
-
-
-def _ptx_text(image: Any) -> str:
-    """The PTX text of a cuModuleLoadData image (bytes, str, buffer, or int address of a NUL-terminated string).
-
-    CUDA_ERROR_INVALID_VALUE for a NULL image, CUDA_ERROR_INVALID_IMAGE for an empty one, a cubin/fatbin or bytes
-    that are not text; TypeError for an argument that is none of these forms (as cuda-python raises).
-    """
-    if image is None or (isinstance(image, int) and not isinstance(image, bool) and image == 0):
-        raise error("CUDA_ERROR_INVALID_VALUE", "image is NULL")
-    if isinstance(image, bool) or isinstance(image, float):
-        raise TypeError(f"cuModuleLoadData: image must be bytes, str, a buffer or an int address, not "
-                        f"{type(image).__name__}")
-    if isinstance(image, str):
-        data = image.encode()
-    elif isinstance(image, int):
-        if not MIN_HOST_ADDRESS <= image < 1 << 64:
-            raise error("CUDA_ERROR_INVALID_VALUE", f"image address {image:#x} is not a host address")
-        data = ctypes.string_at(image)
-    else:
-        address, length = host_address(image, "image")
-        data = ctypes.string_at(address, length) if length is not None else ctypes.string_at(address)
-    if data.startswith((_ELF_MAGIC, _FATBIN_MAGIC)):
-        raise error("CUDA_ERROR_INVALID_IMAGE", "the image is a cubin/fatbin; mock_gpu executes PTX only: load the "
-                    "PTX text (nvrtcGetPTX) instead of compiled machine code (nvrtcGetCUBIN)", severe=True)
-    text = data.split(b"\x00", 1)[0]
-    if not text.strip():
-        raise error("CUDA_ERROR_INVALID_IMAGE", "the image is empty (no PTX text before the first NUL byte)",
-                    severe=True)
-    try:
-        return text.decode()
-    except UnicodeDecodeError as exc:
-        raise error("CUDA_ERROR_INVALID_IMAGE", f"the image is neither PTX text nor a known binary: {exc}",
-                    severe=True) from exc
-
-
-def _check_target(module: Any, arch: Any) -> None:
-    """The PTX ISA version and .target must be loadable on ``arch`` (a config.ArchInfo), as the driver's JIT demands:
-    CUDA_ERROR_UNSUPPORTED_PTX_VERSION for a .version newer than PTX ISA 9.x, CUDA_ERROR_INVALID_PTX for a .target
-    newer than the device (or an arch-specific sm_XXa of another architecture)."""
-    if module.version[0] > _MAX_PTX_MAJOR:
-        raise error("CUDA_ERROR_UNSUPPORTED_PTX_VERSION", f"PTX .version {module.version[0]}.{module.version[1]} is "
-                    f"newer than this driver supports (PTX ISA {_MAX_PTX_MAJOR}.x); compile with an older toolkit",
-                    severe=True)
-    device = arch.major * 10 + arch.minor
-    for target in module.target:
-        m = re.fullmatch(r"(?:sm|compute)_(\d+)([af]?)", target)
-        if m is None:
-            continue  # texmode_* / debug options
-        sm = int(m.group(1))
-        if sm > device or (m.group(2) == "a" and sm != device):
-            raise error("CUDA_ERROR_INVALID_PTX", f"the PTX targets {target} but the device is sm_{device} "
-                        "(MOCKGPU_ARCH); compile for the device's compute capability or lower", severe=True)
-
-
-def _load(image: Any) -> tuple:
-    ctx = current_ctx()
-    text = _ptx_text(image)
-    try:
-        module = ptx.load_module(text)
-    except ptx.PTXError as exc:
-        raise error("CUDA_ERROR_INVALID_PTX", f"PTX line {exc.line}: {exc.message}: {exc.text!r}", severe=True) from exc
-    _check_target(module, ctx.device.arch)
-    sys_ = system()
-    try:
-        module.bind(sys_.space, ctx.device.ordinal)
-    except OutOfMemory as exc:
-        raise error("CUDA_ERROR_OUT_OF_MEMORY", f"no device memory for the module's globals: {exc}") from exc
-    lm = sys_.register(LoadedModule(sys_.new_handle(), ctx, module))
-    ctx.modules.add(lm)
-    return (CUmodule(lm.handle),)
-
-
-@api(1)
-def cuModuleLoadData(image: Any) -> tuple:
-    """cuModuleLoadData(image) -> (CUresult, CUmodule): load a PTX module into the current context.
-
-    ``image``: PTX as bytes/str/buffer or the int address of a NUL-terminated string. CUDA_ERROR_INVALID_PTX with
-    the PTX line, its text and the reason in the report for PTX the interpreter rejects; CUDA_ERROR_INVALID_IMAGE
-    for cubin/fatbin images (CUDA driver API, cuModuleLoadData).
-    """
-    return _load(image)
-
-
-@api(1)
-def cuModuleLoadDataEx(image: Any, numOptions: int, options: Any, optionValues: Any) -> tuple:  # noqa: N803
-    """cuModuleLoadDataEx(image, numOptions, options, optionValues) -> (CUresult, CUmodule): as cuModuleLoadData.
-
-    JIT options (CUjit_option: log buffers, optimization level...) are checked for consistent counts and otherwise
-    have no effect: there is no JIT compiler, PTX is interpreted.
-    """
-    n_opts, n_vals = len(options or ()), len(optionValues or ())
-    if not numOptions == n_opts == n_vals:
-        raise error("CUDA_ERROR_INVALID_VALUE",
-                    f"numOptions={numOptions} but {n_opts} options and {n_vals} optionValues were given")
-    return _load(image)
-
-
-@api(0)
-def cuModuleUnload(hmod: Any) -> tuple:
-    """cuModuleUnload(hmod): unload a module, free its globals; its CUfunction handles become invalid."""
-    sys_ = system()
-    lm = sys_.lookup(hmod, LoadedModule, "module")
-    raise_if_sticky(lm.ctx)
-    lm.module.unbind()
-    lm.loaded = False
-    lm.ctx.modules.discard(lm)
-    for fn in lm.functions.values():
-        del sys_.objects[fn.handle]
-    del sys_.objects[lm.handle]
-    return ()
-
-
-def _name(name: Any) -> str:
-    return name.decode() if isinstance(name, bytes | bytearray) else str(name)
-
-
-@api(1)
-def cuModuleGetFunction(hmod: Any, name: Any) -> tuple:
-    """cuModuleGetFunction(hmod, name) -> (CUresult, CUfunction); CUDA_ERROR_NOT_FOUND for an unknown ``.entry``."""
-    sys_ = system()
-    lm = sys_.lookup(hmod, LoadedModule, "module")
-    raise_if_sticky(lm.ctx)
-    key = _name(name)
-    if key not in lm.module.kernels:
-        raise error("CUDA_ERROR_NOT_FOUND", f"no kernel {key!r} in the module; it has {sorted(lm.module.kernels)}")
-    if key not in lm.functions:
-        kernel = lm.module.kernels[key]
-        lm.functions[key] = sys_.register(Function(sys_.new_handle(), lm, kernel,
-                                                   max(0, _DEFAULT_SMEM - kernel.static_shared_bytes)))
-    return (CUfunction(lm.functions[key].handle),)
-
-
-@api(2)
-def cuModuleGetGlobal(hmod: Any, name: Any) -> tuple:
-    """cuModuleGetGlobal(hmod, name) -> (CUresult, CUdeviceptr, int): address and size in bytes of a module
-    ``.global``/``.const`` variable; CUDA_ERROR_NOT_FOUND for an unknown name."""
-    lm = system().lookup(hmod, LoadedModule, "module")
-    raise_if_sticky(lm.ctx)
-    key = _name(name)
-    try:
-        ptr, size = lm.module.global_address(key)
-    except KeyError:
-        raise error("CUDA_ERROR_NOT_FOUND", f"no global {key!r} in the module") from None
-    return (CUdeviceptr(ptr), size)
 
 
 def lookup_function(hfunc: Any) -> Function:
