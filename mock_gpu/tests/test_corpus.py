@@ -338,6 +338,8 @@ def test_event_timing_brackets_a_kernel(ctx) -> None:
     check(cu.cuEventRecord(start, None))
     check(launch(fn, (1, 1, 1), (64, 1, 1), [(dx, PTR), (200, I32)]))
     check(cu.cuEventRecord(end, None))
+    assert cu.cuEventElapsedTime(start, end) == (cu.CUresult.CUDA_ERROR_NOT_READY, None)  # nothing waited yet
+    check(cu.cuEventSynchronize(end))
     ms = check(cu.cuEventElapsedTime(start, end))
     assert ms > 0.0
     np.testing.assert_array_equal(from_device(dx, 64, np.float32), np.full(64, 2.0, np.float32))

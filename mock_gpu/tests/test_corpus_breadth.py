@@ -811,8 +811,8 @@ def _assert_in_current_context(module: Any) -> None:
     np.testing.assert_array_equal(from_device(dy, 32, np.int32), 2 * x)
     x[17] = -1
     check(cu.cuMemcpyHtoD(dx, x, x.nbytes))
-    assert launch(kernels("checked"), (1, 1, 1), (32, 1, 1), [(dx, PTR), (dy, PTR)])[0] == \
-        cu.CUresult.CUDA_ERROR_ASSERT
+    check(launch(kernels("checked"), (1, 1, 1), (32, 1, 1), [(dx, PTR), (dy, PTR)]))
+    assert cu.cuStreamSynchronize(None)[0] == cu.CUresult.CUDA_ERROR_ASSERT
     text = report()
     assert "x[i] >= 0" in text and "thread (17, 0, 0)" in text
     assert cu.cuCtxSynchronize()[0] == cu.CUresult.CUDA_ERROR_ASSERT  # sticky, as on a GPU

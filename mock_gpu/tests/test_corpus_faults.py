@@ -18,7 +18,8 @@ STORE = r'''extern "C" __global__ void fill(float* out, int n) {
 def test_out_of_bounds_store_is_illegal_address_and_sticky(ctx) -> None:
     _, (fn,) = load(STORE, "fill")
     out = check(cu.cuMemAlloc(100 * 4))
-    assert launch(fn, (1, 1, 1), (128, 1, 1), [(out, PTR), (101, I32)]) == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
+    check(launch(fn, (1, 1, 1), (128, 1, 1), [(out, PTR), (101, I32)]))  # the fault shows when the kernel runs
+    assert cu.cuStreamSynchronize(None) == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
     text = report()
     assert "fill" in text and "out-of-bounds" in text
     assert f"{int(out) + 400:#x}" in text  # thread 100 stores one float past the 400-byte buffer
@@ -26,7 +27,6 @@ def test_out_of_bounds_store_is_illegal_address_and_sticky(ctx) -> None:
     # sticky: every later call on the context fails the same way, until the primary context is reset
     assert cu.cuMemAlloc(16) == (R.CUDA_ERROR_ILLEGAL_ADDRESS, None)
     assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
-    assert cu.cuStreamSynchronize(None) == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
     check(cu.cuDevicePrimaryCtxReset(0))
     check(cu.cuMemAlloc(16))
 
@@ -35,7 +35,8 @@ def test_use_after_free_is_illegal_address(ctx) -> None:
     _, (fn,) = load(STORE, "fill")
     out = check(cu.cuMemAlloc(64 * 4))
     check(cu.cuMemFree(out))
-    assert launch(fn, (1, 1, 1), (64, 1, 1), [(out, PTR), (64, I32)]) == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
+    check(launch(fn, (1, 1, 1), (64, 1, 1), [(out, PTR), (64, I32)]))
+    assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
     text = report()
     assert "fill" in text and "free" in text and f"{int(out):#x}" in text
 
@@ -46,10 +47,11 @@ def test_divergent_barrier_is_launch_failure(ctx) -> None:
         else { out[threadIdx.x] = 2; __syncthreads(); } }'''
     _, (fn,) = load(src, "split")
     out = to_device(np.zeros(64, np.int32))
-    assert launch(fn, (1, 1, 1), (64, 1, 1), [(out, PTR)]) == (R.CUDA_ERROR_LAUNCH_FAILED,)
+    check(launch(fn, (1, 1, 1), (64, 1, 1), [(out, PTR)]))
+    assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_LAUNCH_FAILED,)
     text = report()
     assert "barrier" in text and "split" in text
-    assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_LAUNCH_FAILED,)
+    assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_LAUNCH_FAILED,)  # sticky
 
 
 def test_launch_of_unloaded_module_is_invalid_handle(ctx) -> None:

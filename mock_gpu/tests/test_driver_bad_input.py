@@ -214,7 +214,8 @@ def test_freed_pointer_in_a_kernel_is_illegal_address_and_sticky(store: Any) -> 
     fn, buf = store
     gone = check(cu.cuMemAlloc(256))
     check(cu.cuMemFree(gone))
-    assert launch(fn, (1, 1, 1), (32, 1, 1), [(gone, PTR), (7, U32)]) == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
+    check(launch(fn, (1, 1, 1), (32, 1, 1), [(gone, PTR), (7, U32)]))
+    assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
     assert "use-after-free" in report() or "freed" in report()
     assert cu.cuMemAlloc(16) == (R.CUDA_ERROR_ILLEGAL_ADDRESS, None)
 
@@ -248,7 +249,8 @@ $L_wait:
 """
     fn = check(cu.cuModuleGetFunction(check(cu.cuModuleLoadData(spin.encode())), b"spin"))
     flag = to_device(np.zeros(1, np.uint32))
-    assert launch(fn, (2, 1, 1), (32, 1, 1), [(flag, PTR)]) == (R.CUDA_ERROR_LAUNCH_TIMEOUT,)
+    check(launch(fn, (2, 1, 1), (32, 1, 1), [(flag, PTR)]))
+    assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_LAUNCH_TIMEOUT,)
     assert "spin" in report() and "MOCKGPU_LAUNCH_TIMEOUT" in report()
 
 

@@ -7,17 +7,28 @@ from typing import Any
 
 from cuda.bindings.driver import CUcontext, CUdevice
 
-from ..errors import error
+from ..errors import DriverError, error
 from .handles import Context, Device, System, handle_value
 from .system import api, current_ctx, system
+from .work import discard, synchronize_context
 
 
 def _new_context(sys_: System, device: Device, primary: bool) -> Context:
     return sys_.register(Context(sys_.new_handle(), device, primary))
 
 
-def _destroy_context(sys_: System, ctx: Context) -> None:
-    """Free everything the context owns and drop it from every handle table and from this thread's stack."""
+def _destroy_context(sys_: System, ctx: Context, *, run_pending: bool) -> None:
+    """Free everything the context owns and drop it from every handle table and from this thread's stack.
+
+    ``run_pending``: let its pending work run first (destroy, release), else drop it (reset); a fault in that work
+    only dies with the context.
+    """
+    if run_pending:
+        try:
+            synchronize_context(ctx)
+        except DriverError:
+            pass  # the context and its sticky error go away together
+    discard(ctx)
     for lm in list(ctx.modules):
         lm.module.unbind()
         lm.loaded = False
@@ -60,7 +71,7 @@ def cuDevicePrimaryCtxRelease(dev: Any) -> tuple:
         raise error("CUDA_ERROR_INVALID_CONTEXT", f"the primary context of device {device.ordinal} is not retained")
     device.primary_refs -= 1
     if device.primary_refs == 0:
-        _destroy_context(sys_, device.primary)
+        _destroy_context(sys_, device.primary, run_pending=True)
         device.primary = None
     return ()
 
@@ -74,7 +85,7 @@ def cuDevicePrimaryCtxReset(dev: Any) -> tuple:
     if device.primary is not None:
         old = device.primary
         stack = list(sys_.ctx_stack)
-        _destroy_context(sys_, old)
+        _destroy_context(sys_, old, run_pending=False)
         fresh = sys_.register(Context(old.handle, device, primary=True))
         device.primary = fresh
         sys_.ctx_stack[:] = [fresh if c is old else c for c in stack]
@@ -107,7 +118,7 @@ def cuCtxDestroy(ctx: Any) -> tuple:
     context = sys_.lookup(ctx, Context, "context")
     if context.primary:
         raise error("CUDA_ERROR_INVALID_CONTEXT", "cuCtxDestroy on a primary context; use cuDevicePrimaryCtxRelease")
-    _destroy_context(sys_, context)
+    _destroy_context(sys_, context, run_pending=True)
     return ()
 
 
@@ -146,9 +157,9 @@ def cuCtxGetDevice() -> tuple:
 
 @api(0)
 def cuCtxSynchronize() -> tuple:
-    """cuCtxSynchronize(): wait for the current context's work. Work runs at enqueue, so this only reports the
-    context's sticky error (e.g. CUDA_ERROR_ILLEGAL_ADDRESS after a faulting kernel), like the real driver."""
-    current_ctx()
+    """cuCtxSynchronize(): run the current context's pending work on all its streams; the sticky error if that work
+    (or earlier work) faulted, e.g. CUDA_ERROR_ILLEGAL_ADDRESS after a faulting kernel, like the real driver."""
+    synchronize_context(current_ctx())
     return ()
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from cuda.bindings.driver import CUresult
 
 from ..config import ConfigError, load_config
-from ..errors import ERROR_STRINGS, error
+from ..errors import ERROR_STRINGS, REPORTS, error
 from .handles import System
 from .system import api, get_system_or_none, set_system
 
@@ -54,6 +54,15 @@ def cuGetErrorName(error: Any) -> tuple:
 
 @api(1)
 def cuGetErrorString(error: Any) -> tuple:
-    """cuGetErrorString(error) -> (CUresult, bytes): the driver's description, e.g. b"invalid argument"."""
+    """cuGetErrorString(error) -> (CUresult, bytes): the driver's description, e.g. b"invalid argument".
+
+    When ``error`` is the result of the most recent failed call, the emulator's report of that failure follows in
+    parentheses (for a kernel fault: kernel, block, thread, address, nearest allocation), so a backend that builds
+    its messages from cuGetErrorString shows where the fault happened.
+    """
     member = _result_member(error)
-    return (ERROR_STRINGS.get(member.name, member.name.removeprefix("CUDA_ERROR_").replace("_", " ").lower()).encode(),)
+    text = ERROR_STRINGS.get(member.name, member.name.removeprefix("CUDA_ERROR_").replace("_", " ").lower())
+    last = REPORTS.last()
+    if last is not None and int(last[0]) == int(member):
+        text = f"{text} (mock_gpu: {last[1]})"
+    return (text.encode(),)

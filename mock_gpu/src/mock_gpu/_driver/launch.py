@@ -6,20 +6,38 @@ interpreter; a fault inside the kernel poisons the context (sticky error), as on
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from cuda.bindings.driver import CUfunction_attribute
 
 from .. import ptx
+from ..config import MAX_BLOCK_DIM, MAX_GRID_DIM
 from ..errors import DriverError, error
 from ..memory import MemoryFault
-from .handles import Function, KernelLaunch
+from .handles import Context, Function
 from .marshal import pack_params, uint_arg
-from .system import api, raise_if_sticky, resolve_stream, system
+from .system import api, poison, raise_if_sticky, resolve_stream, system
+from .work import enqueue
 
 _NOMINAL_REGS = 32  # CU_FUNC_ATTRIBUTE_NUM_REGS: the interpreter has no register allocation; a typical count
-_MAX_BLOCK = (1024, 1024, 64)
-_MAX_GRID = (2**31 - 1, 65535, 65535)
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    """A validated launch: the function, grid/block dims, dynamic shared bytes and the packed parameter buffer."""
+
+    function: Function
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+    params: bytes
+
+    def run(self) -> None:
+        run_launch(self)
+
+    def describe(self) -> str:
+        return f"kernel {self.function.kernel.name!r} grid {self.grid} block {self.block}"
 
 
 def lookup_function(hfunc: Any) -> Function:
@@ -86,12 +104,12 @@ def prepare_launch(hfunc: Any, grid: tuple[int, int, int], block: tuple[int, int
     grid = (uint_arg(grid[0], "gridDimX"), uint_arg(grid[1], "gridDimY"), uint_arg(grid[2], "gridDimZ"))
     block = (uint_arg(block[0], "blockDimX"), uint_arg(block[1], "blockDimY"), uint_arg(block[2], "blockDimZ"))
     shared_bytes = uint_arg(shared_bytes, "sharedMemBytes")
-    if any(not 1 <= g <= m for g, m in zip(grid, _MAX_GRID, strict=True)):
-        raise error("CUDA_ERROR_INVALID_VALUE", f"grid {grid} of kernel {k.name!r} is outside 1..{_MAX_GRID}")
+    if any(not 1 <= g <= m for g, m in zip(grid, MAX_GRID_DIM, strict=True)):
+        raise error("CUDA_ERROR_INVALID_VALUE", f"grid {grid} of kernel {k.name!r} is outside 1..{MAX_GRID_DIM}")
     threads = block[0] * block[1] * block[2]
-    if any(not 1 <= b <= m for b, m in zip(block, _MAX_BLOCK, strict=True)) or threads > k.max_threads:
+    if any(not 1 <= b <= m for b, m in zip(block, MAX_BLOCK_DIM, strict=True)) or threads > k.max_threads:
         raise error("CUDA_ERROR_INVALID_VALUE", f"block {block} ({threads} threads) of kernel {k.name!r} exceeds the "
-                    f"limits: each dim 1..{_MAX_BLOCK}, at most {k.max_threads} threads per block")
+                    f"limits: each dim 1..{MAX_BLOCK_DIM}, at most {k.max_threads} threads per block")
     if not 0 <= shared_bytes <= fn.max_dynamic_smem:
         raise error("CUDA_ERROR_INVALID_VALUE", f"{shared_bytes} bytes of dynamic shared memory for kernel {k.name!r} "
                     f"exceed its limit of {fn.max_dynamic_smem} (raise it with cuFuncSetAttribute("
@@ -123,9 +141,8 @@ def run_launch(launch: KernelLaunch) -> None:
         _poison(ctx, error("CUDA_ERROR_LAUNCH_FAILED", str(exc), severe=True), exc)
 
 
-def _poison(ctx: Any, err: DriverError, cause: Exception) -> None:
-    ctx.sticky = err
-    raise err from cause
+def _poison(ctx: Context, err: DriverError, cause: Exception) -> None:
+    raise poison(ctx, err) from cause
 
 
 @api(0)
@@ -137,11 +154,14 @@ def cuLaunchKernel(f: Any, gridDimX: int, gridDimY: int, gridDimZ: int,  # noqa:
 
     ``kernelParams``: None, an int address of a ``void*[]``, a buffer holding one, or cuda-python's
     ``(values, types)`` tuple; ``extra``: None/0 or the address of a CU_LAUNCH_PARAM_* list (see
-    :mod:`mock_gpu._driver_params`). The kernel runs before the call returns. Errors: CUDA_ERROR_INVALID_VALUE for
-    bad dims/shared memory/parameters (nothing runs), CUDA_ERROR_INVALID_HANDLE for an unloaded module's function,
-    CUDA_ERROR_ILLEGAL_ADDRESS for an out-of-bounds/freed/misaligned access in the kernel and
-    CUDA_ERROR_LAUNCH_FAILED for a divergent barrier or trap; the last two are sticky and their report (kernel,
-    block, thread, address, size, nearest allocation) is in :func:`mock_gpu.last_error_report`.
+    :mod:`mock_gpu._driver.marshal`). The launch is validated and its parameters copied now; the kernel runs in
+    stream order when something waits for it (:mod:`mock_gpu._driver.work`). Errors returned here:
+    CUDA_ERROR_INVALID_VALUE for bad dims/shared memory/parameters (nothing runs), CUDA_ERROR_INVALID_HANDLE for an
+    unloaded module's function. Faults inside the kernel are sticky and returned by the call that waits for it (and
+    every later one): CUDA_ERROR_ILLEGAL_ADDRESS for an out-of-bounds/freed/misaligned access, CUDA_ERROR_LAUNCH_FAILED
+    for a divergent barrier or trap, CUDA_ERROR_ASSERT, CUDA_ERROR_LAUNCH_TIMEOUT; the report (kernel, block,
+    thread, address, size, nearest allocation) is logged on the ``mock_gpu`` logger and appended to
+    cuGetErrorString's text for that error.
     """
     stream = resolve_stream(hStream)
     launch = prepare_launch(f, (gridDimX, gridDimY, gridDimZ), (blockDimX, blockDimY, blockDimZ), sharedMemBytes,
@@ -149,6 +169,6 @@ def cuLaunchKernel(f: Any, gridDimX: int, gridDimY: int, gridDimZ: int,  # noqa:
     if launch.function.owner.ctx is not stream.ctx:
         raise error("CUDA_ERROR_INVALID_HANDLE", "the function's module was loaded in another context than the "
                     "stream's; launch on a stream of the module's context")
-    run_launch(launch)
+    enqueue(stream, launch)
     return ()
 

@@ -10,16 +10,19 @@ import ctypes
 import re
 from typing import Any
 
-from cuda.bindings.driver import CUdeviceptr, CUfunction, CUmodule
+from cuda.bindings.driver import CUdeviceptr, CUfunction, CUjit_option, CUmodule
 
 from .. import ptx
-from ..errors import error
+from ..config import SHARED_PER_BLOCK
+from ..errors import DriverError, error
 from ..memory import OutOfMemory
 from .handles import Function, LoadedModule
-from .marshal import MIN_HOST_ADDRESS, host_address
+from .marshal import MIN_HOST_ADDRESS, byte_count, host_address
 from .system import api, current_ctx, raise_if_sticky, system
+from .work import synchronize_context
 
-DEFAULT_SMEM = 48 * 1024  # bytes of shared memory per block without opt-in (CUDA C++ Programming Guide, table 21)
+J = CUjit_option
+
 _ELF_MAGIC = b"\x7fELF"
 _MAX_PTX_MAJOR = 9  # PTX ISA 9.x: CUDA 13
 _FATBIN_MAGIC = (0xBA55ED50).to_bytes(4, "little")
@@ -107,26 +110,70 @@ def cuModuleLoadData(image: Any) -> tuple:
     return _load(image)
 
 
+def _log_buffers(options: list[Any], values: list[Any]) -> dict[str, tuple[int, int]]:
+    """{"error"|"info": (address, capacity in bytes)} of the JIT log buffers among cuModuleLoadDataEx's options.
+
+    A buffer is a ``bytes`` object (written in place, as cuda-python hands the driver its storage), a writable
+    buffer, or an int address; its capacity is the matching ``*_LOG_BUFFER_SIZE_BYTES`` value, at most the buffer's
+    length. CUDA_ERROR_INVALID_VALUE for a buffer without its size option.
+    """
+    given = {int(o): v for o, v in zip(options, values, strict=True)}
+    out = {}
+    for kind, buf_opt, size_opt in (("error", J.CU_JIT_ERROR_LOG_BUFFER, J.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES),
+                                    ("info", J.CU_JIT_INFO_LOG_BUFFER, J.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES)):
+        if int(buf_opt) not in given or given[int(buf_opt)] is None:
+            continue
+        if int(size_opt) not in given:
+            raise error("CUDA_ERROR_INVALID_VALUE", f"{buf_opt.name} is given without {size_opt.name}")
+        buf = given[int(buf_opt)]
+        if isinstance(buf, bytes):
+            address, length = ctypes.cast(ctypes.c_char_p(buf), ctypes.c_void_p).value or 0, len(buf)
+        else:
+            address, length = host_address(buf, buf_opt.name)  # type: ignore[assignment]
+        size = byte_count(given[int(size_opt)], size_opt.name)
+        out[kind] = (address, size if length is None else min(size, length))
+    return out
+
+
+def _write_log(target: tuple[int, int] | None, text: str) -> None:
+    """Write ``text`` NUL-terminated (truncated to fit) into a JIT log buffer (address, capacity)."""
+    if target is None or target[1] == 0 or target[0] == 0:
+        return
+    data = text.encode()[: target[1] - 1] + b"\x00"
+    ctypes.memmove(target[0], data, len(data))
+
+
 @api(1)
 def cuModuleLoadDataEx(image: Any, numOptions: int, options: Any, optionValues: Any) -> tuple:  # noqa: N803
-    """cuModuleLoadDataEx(image, numOptions, options, optionValues) -> (CUresult, CUmodule): as cuModuleLoadData.
+    """cuModuleLoadDataEx(image, numOptions, options, optionValues) -> (CUresult, CUmodule): as cuModuleLoadData,
+    with JIT options (CUjit_option).
 
-    JIT options (CUjit_option: log buffers, optimization level...) are checked for consistent counts and otherwise
-    have no effect: there is no JIT compiler, PTX is interpreted.
+    CU_JIT_ERROR_LOG_BUFFER (+ _SIZE_BYTES) receives the reason a load failed (e.g. CUDA_ERROR_INVALID_PTX: the PTX
+    line, its text and what is unsupported), CU_JIT_INFO_LOG_BUFFER an empty log; both NUL-terminated. Other
+    options (optimization level, targets, cache modes...) are accepted and have no effect: PTX is interpreted.
     """
-    n_opts, n_vals = len(options or ()), len(optionValues or ())
-    if not numOptions == n_opts == n_vals:
+    opts, vals = list(options or ()), list(optionValues or ())
+    if not numOptions == len(opts) == len(vals):
         raise error("CUDA_ERROR_INVALID_VALUE",
-                    f"numOptions={numOptions} but {n_opts} options and {n_vals} optionValues were given")
-    return _load(image)
+                    f"numOptions={numOptions} but {len(opts)} options and {len(vals)} optionValues were given")
+    logs = _log_buffers(opts, vals)
+    try:
+        loaded = _load(image)
+    except DriverError as exc:
+        _write_log(logs.get("error"), f"mock_gpu: {exc.report}")
+        raise
+    _write_log(logs.get("error"), "")
+    _write_log(logs.get("info"), "")
+    return loaded
 
 
 @api(0)
 def cuModuleUnload(hmod: Any) -> tuple:
-    """cuModuleUnload(hmod): unload a module, free its globals; its CUfunction handles become invalid."""
+    """cuModuleUnload(hmod): run the context's pending work, then unload the module and free its globals; its
+    CUfunction handles become invalid."""
     sys_ = system()
     lm = sys_.lookup(hmod, LoadedModule, "module")
-    raise_if_sticky(lm.ctx)
+    synchronize_context(lm.ctx)  # launches of its kernels may be pending
     lm.module.unbind()
     lm.loaded = False
     lm.ctx.modules.discard(lm)
@@ -152,7 +199,7 @@ def cuModuleGetFunction(hmod: Any, name: Any) -> tuple:
     if key not in lm.functions:
         kernel = lm.module.kernels[key]
         lm.functions[key] = sys_.register(Function(sys_.new_handle(), lm, kernel,
-                                                   max(0, DEFAULT_SMEM - kernel.static_shared_bytes)))
+                                                   max(0, SHARED_PER_BLOCK - kernel.static_shared_bytes)))
     return (CUfunction(lm.functions[key].handle),)
 
 
