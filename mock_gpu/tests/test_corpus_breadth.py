@@ -439,7 +439,7 @@ def loaded(config: str, corpus_ptx: bytes, monkeypatch: pytest.MonkeyPatch) -> A
     when another test has reset the emulated system in between (as other test modules do, e.g. under xdist)."""
     module = _LOADED.get(config)
     if module is None or cu.cuModuleGetFunction(module, b"softmax")[0] != cu.CUresult.CUDA_SUCCESS:
-        for name in ("MOCKGPU_DEVICES", "MOCKGPU_ARCH", "MOCKGPU_MEMORY", "MOCKGPU_LAUNCH_TIMEOUT"):
+        for name in ("MOCKGPU_DEVICES", "MOCKGPU_ARCH", "MOCKGPU_MEMORY", "MOCKGPU_LAUNCH_TIMEOUT", "MOCKGPU_DEFERRED"):
             monkeypatch.delenv(name, raising=False)
         mock_gpu.reset()
         _LOADED.clear()

@@ -325,6 +325,7 @@ def test_event_recorded_on_a_stream_of_another_context_is_invalid_handle(make_sy
     {"devices": "0"}, {"devices": "-1"}, {"devices": "x"}, {"devices": "65"},
     {"arch": "sm_999"}, {"arch": ""}, {"arch": "sm_80x"},
     {"launch_timeout": "0"}, {"launch_timeout": "inf"}, {"launch_timeout": "soon"},
+    {"deferred": "yes"}, {"deferred": "2"},
 ])
 def test_environment_garbage_makes_cuinit_invalid_value(make_system: Any, env: dict[str, str]) -> None:
     with pytest.raises(AssertionError, match="CUDA_ERROR_INVALID_VALUE"):

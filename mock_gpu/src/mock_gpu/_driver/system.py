@@ -46,7 +46,8 @@ def api(outputs: int) -> Callable[[Callable[..., tuple]], Callable[..., tuple]]:
     """Decorate a driver function returning ``outputs`` values so that it returns ``(CUresult, *values)``.
 
     Calls are serialized by the system lock (the driver API is thread-safe). A DriverError becomes its result code
-    followed by ``outputs`` Nones, with its report logged and kept for :func:`mock_gpu.last_error_report`.
+    followed by ``outputs`` Nones, with its report logged and kept for :func:`mock_gpu.last_error_report`. The
+    wrapper's ``outputs`` attribute tells how many values follow the CUresult.
     """
 
     def wrap(fn: Callable[..., tuple]) -> Callable[..., tuple]:
@@ -64,6 +65,7 @@ def api(outputs: int) -> Callable[[Callable[..., tuple]], Callable[..., tuple]]:
                 return (exc.result, *([None] * outputs))
             return (CUresult.CUDA_SUCCESS, *values)
 
+        call.outputs = outputs  # type: ignore[attr-defined]
         return call
 
     return wrap
