@@ -1,5 +1,5 @@
-"""Shared helpers of the driver and corpus tests (imported by them; holds no tests): a fresh emulated system per
-test configured through the environment, `check` for result tuples, NVRTC compilation and kernel launching."""
+"""Shared helpers of the driver and corpus tests (imported by them; holds no tests and no fixtures, which live in
+conftest.py): `check` for result tuples, NVRTC compilation, buffers and kernel launching."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import ctypes
 import functools
 import glob
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -29,31 +29,6 @@ def report() -> str:
     text = mock_gpu.last_error_report()
     assert text is not None, "no driver call has failed"
     return text
-
-
-@pytest.fixture
-def make_system(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Any]]:
-    """Start a fresh system with the given MOCKGPU_* variables; returns the current (primary) context of device 0."""
-
-    def start(**env: str) -> Any:
-        for name in ("MOCKGPU_DEVICES", "MOCKGPU_ARCH", "MOCKGPU_MEMORY", "MOCKGPU_LAUNCH_TIMEOUT"):
-            monkeypatch.delenv(name, raising=False)
-        for key, value in env.items():
-            monkeypatch.setenv(f"MOCKGPU_{key.upper()}", value)
-        mock_gpu.reset()
-        check(cu.cuInit(0))
-        ctx = check(cu.cuDevicePrimaryCtxRetain(check(cu.cuDeviceGet(0))))
-        check(cu.cuCtxSetCurrent(ctx))
-        return ctx
-
-    yield start
-    mock_gpu.reset()
-
-
-@pytest.fixture
-def ctx(make_system: Callable[..., Any]) -> Any:
-    """A default system (1 device, sm_90, 16 GiB) with device 0's primary context current."""
-    return make_system()
 
 
 def cuda_include_dir() -> str | None:
