@@ -28,7 +28,7 @@ def cc(request) -> ClangCompiler:
 
 
 def load(cc: ClangCompiler, kernel: Kernel) -> CPUProgram:
-    return CPUProgram(kernel.name, cc.compile(CRenderer().render(kernel)))
+    return CPUProgram(None, kernel.name, cc.compile(CRenderer().render(kernel)))
 
 
 def thread_ids_kernel() -> Kernel:
@@ -104,13 +104,13 @@ def test_mapping_released_when_collected_or_closed(cc):
 def test_object_without_signature_is_refused(cc):
     obj = cc.compile("void plain(int* p) { p[0] = 1; }\n")
     with pytest.raises(CompileError, match="rtk_signature"):
-        CPUProgram("plain", obj)
+        CPUProgram(None, "plain", obj)
 
 
 def test_unknown_kernel_name_is_refused(cc):
     obj = cc.compile(CRenderer().render(thread_ids_kernel()))
     with pytest.raises(CompileError, match="does not define kernel 'other'"):
-        CPUProgram("other", obj)
+        CPUProgram(None, "other", obj)
 
 
 def test_c_that_does_not_compile_raises_compile_error_with_stderr(cc):
@@ -128,7 +128,7 @@ def test_device_wiring():
     assert isinstance(dev, CPUDevice) and dev.device == "CPU" and CPUDevice.DEFAULT_PRIORITY == 10
     assert isinstance(dev.renderer, CRenderer) and dev.renderer.device == "CPU" and not dev.renderer.has_shared
     assert isinstance(dev.compiler, ClangCompiler) and dev.compiler.cachekey == "cpu-c"
-    assert dev.runtime is CPUProgram
+    assert dev.runtime.func is CPUProgram and dev.runtime.args == (dev,)  # type: ignore[attr-defined]
 
 
 def test_device_runs_a_kernel_on_buffers_through_the_compile_cache(tmp_path, monkeypatch):

@@ -32,7 +32,7 @@ def cc(request) -> ClangCompiler:
 
 def run(cc: ClangCompiler, kernel: Kernel, arrays: list[np.ndarray], vals: tuple[int, ...] = ()) -> None:
     """Render, compile, load and launch ``kernel`` on ``arrays`` (modified in place) with its default shape."""
-    prg = CPUProgram(kernel.name, cc.compile(CRenderer().render(kernel)))
+    prg = CPUProgram(None, kernel.name, cc.compile(CRenderer().render(kernel)))
     prg(*[a.ctypes.data for a in arrays], global_size=kernel.global_size, local_size=kernel.local_size, vals=vals)
 
 
@@ -388,7 +388,7 @@ def test_int_vars_and_range_bound_by_var(cc):
         kb.assign(acc, kb.add(acc, kb.add(kb.mul(kb.load(a, i), scale), bias)))
     kb.store(out, i, acc)
     k = kb.build()
-    prg = CPUProgram(k.name, cc.compile(CRenderer().render(k)))
+    prg = CPUProgram(None, k.name, cc.compile(CRenderer().render(k)))
     x, y = np.array([1, -2, 3, 2**30], np.int32), np.zeros(4, np.int32)
     for vals in ((3, -1, 2), (-5, 7, 0), (4, 1, 1)):
         prg(x.ctypes.data, y.ctypes.data, global_size=(4,), vals=vals)
@@ -408,7 +408,7 @@ def test_int64_index_is_not_truncated_to_int32(cc):
     shifted = a.ctypes.data - 2**35 * 4
     if shifted <= 0:
         pytest.skip("host buffer address too low for the shifted-pointer trick")
-    CPUProgram(k.name, cc.compile(CRenderer().render(k)))(shifted, out.ctypes.data, global_size=(4,))
+    CPUProgram(None, k.name, cc.compile(CRenderer().render(k)))(shifted, out.ctypes.data, global_size=(4,))
     assert list(out) == [1, 2, 3, 4]
 
 

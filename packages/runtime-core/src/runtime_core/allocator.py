@@ -10,8 +10,6 @@ import sys
 from collections import defaultdict
 from typing import Any
 
-import numpy as np
-
 from runtime_core.buffer_spec import DEFAULT_SPEC, BufferSpec, normalize_spec
 
 __all__ = ["Allocator", "LRUAllocator", "MallocAllocator", "DEFAULT_SPEC"]
@@ -58,7 +56,17 @@ class Allocator:
     view of ``size`` bytes),
     ``_offset(opaque, size, offset) -> opaque`` (sub-buffer views) and ``_transfer(dest, src, size, src_dev, dest_dev)``
     (device-to-device copies). ``opaque`` is whatever the backend uses as a handle.
+
+    ``dev`` is the device the allocator serves (the backend's ``Compiled``, which constructs its allocator with
+    ``MyAllocator(self)``), so multi-device backends reach their context in every hook; ``None`` for a free-standing
+    allocator (tests, host memory).
     """
+
+    def __init__(self, dev: Any = None) -> None:
+        if isinstance(dev, (int, float, str, bytes)):
+            raise TypeError(f"{type(self).__name__}(dev): dev is the device the allocator serves (a Compiled) or None, "
+                            f"got {dev!r}; pass sizes and options by keyword")
+        self.dev = dev
 
     def alloc(self, size: int, spec: BufferSpec | None = None) -> Any:
         """Allocate ``size`` bytes. Raises ``TypeError`` for a non-int size or a spec that is not a ``BufferSpec``,
@@ -109,7 +117,8 @@ class LRUAllocator(Allocator):
     Raises (construction): ``TypeError``/``ValueError`` for a bound that is not an int >= 0 (also from the env var).
     """
 
-    def __init__(self, max_cached_bytes: int | None = None) -> None:
+    def __init__(self, dev: Any = None, *, max_cached_bytes: int | None = None) -> None:
+        super().__init__(dev)
         if max_cached_bytes is None:
             max_cached_bytes = _env_max_cached_bytes()
         if isinstance(max_cached_bytes, bool) or not isinstance(max_cached_bytes, int):
@@ -201,10 +210,10 @@ class MallocAllocator(LRUAllocator):
     ``BufferSpec.external_ptr`` wraps caller-owned memory at that address without allocating or freeing it.
     """
 
-    def __init__(self, alignment: int = 64, max_cached_bytes: int | None = None) -> None:
+    def __init__(self, dev: Any = None, *, alignment: int = 64, max_cached_bytes: int | None = None) -> None:
         if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
             raise ValueError(f"alignment must be an int number of bytes that is a power of two, got {alignment!r}")
-        super().__init__(max_cached_bytes)
+        super().__init__(dev, max_cached_bytes=max_cached_bytes)
         self.alignment = alignment
 
     def _alloc(self, size: int, spec: BufferSpec) -> int:
@@ -224,17 +233,11 @@ class MallocAllocator(LRUAllocator):
         return memoryview((ctypes.c_uint8 * size).from_address(src)).cast("B")
 
     def _copyin(self, dest: int, src: memoryview) -> None:
-        ctypes.memmove(dest, _address(src), src.nbytes)
+        self._as_buffer(dest, src.nbytes)[:] = src  # a memcpy inside memoryview assignment: no numpy round trip
 
     def _copyout(self, dest: memoryview, src: int) -> None:
-        ctypes.memmove(_address(dest), src, dest.nbytes)
+        dest[:] = self._as_buffer(src, dest.nbytes)
 
     def _offset(self, opaque: int, size: int, offset: int) -> int:
         return opaque + offset
 
-
-def _address(mv: memoryview) -> int:
-    """Address of the first byte of a C-contiguous memoryview (read-only ones included)."""
-    if not mv.c_contiguous:
-        raise ValueError("memoryview must be C-contiguous")
-    return int(np.frombuffer(mv, dtype=np.uint8).ctypes.data)

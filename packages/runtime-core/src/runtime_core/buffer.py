@@ -8,7 +8,7 @@ import numpy as np
 
 from runtime_core.allocator import Allocator
 from runtime_core.buffer_spec import BufferSpec, normalize_spec
-from runtime_core.device import Device
+from runtime_core.device import Compiled, Device
 from runtime_core.dtype import DType, dtypes
 
 __all__ = ["Buffer"]
@@ -60,6 +60,7 @@ class Buffer:
         self.spec = normalize_spec(spec)
         self.base, self.offset = base, offset
         self._opaque: Any = None
+        self._dev: Compiled | None = None  # bound once on allocate: no registry lookup per copy
         self._freed = False
         self._generation = 0  # a root buffer counts its allocations; a view remembers the one it was attached to
 
@@ -73,8 +74,15 @@ class Buffer:
         return self.size * self.dtype.itemsize
 
     @property
+    def dev(self) -> Compiled:
+        """The ``Compiled`` device this buffer lives on (bound when allocated; ``DeviceError`` if it cannot open)."""
+        if self._dev is None:
+            self._dev = self.base.dev if self.base is not None else Device[self.device]
+        return self._dev
+
+    @property
     def allocator(self) -> Allocator:
-        return Device[self.device].allocator
+        return self.dev.allocator
 
     @property
     def is_allocated(self) -> bool:
@@ -175,8 +183,9 @@ class Buffer:
             raise ValueError("copyout destination is read-only")
         if dst.nbytes != self.nbytes:
             raise ValueError(f"copyout size mismatch: buffer holds {self.nbytes} bytes, destination has {dst.nbytes} bytes")
-        Device[self.device].synchronize()
-        self.allocator._copyout(dst, self._opaque)
+        dev = self.dev
+        dev.synchronize()
+        dev.allocator._copyout(dst, self._opaque)
         return dst
 
     def as_buffer(self, allow_zero_copy: bool = True, force_zero_copy: bool = False) -> memoryview:
@@ -185,9 +194,10 @@ class Buffer:
         ``force_zero_copy`` raises ``RuntimeError`` when zero-copy is impossible.
         """
         self._require_allocated("view")
-        if allow_zero_copy and self.allocator.supports("_as_buffer"):
-            Device[self.device].synchronize()
-            return self.allocator._as_buffer(self._opaque, self.nbytes)
+        dev = self.dev
+        if allow_zero_copy and dev.allocator.supports("_as_buffer"):
+            dev.synchronize()
+            return dev.allocator._as_buffer(self._opaque, self.nbytes)
         if force_zero_copy:
             raise RuntimeError(f"{self.device} cannot expose {self!r} to the host without a copy")
         return self.copyout(bytearray(self.nbytes))
@@ -217,7 +227,7 @@ class Buffer:
         src._require_allocated("copy out of")
         same_backend = src.device.partition(":")[0] == self.device.partition(":")[0]
         if same_backend and self.allocator.supports("_transfer"):
-            self.allocator._transfer(self._opaque, src._opaque, self.nbytes, Device[src.device], Device[self.device])
+            self.allocator._transfer(self._opaque, src._opaque, self.nbytes, src.dev, self.dev)
         else:
             self.copyin(src.as_buffer(allow_zero_copy=True))
         return self

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from runtime_backends.cpu.compiler import ClangCompiler
 from runtime_backends.cpu.program import CPUProgram
 from runtime_backends.cpu.renderer import CRenderer
@@ -31,4 +33,5 @@ class CPUDevice(Compiled):
     def __init__(self, device: str = "CPU") -> None:
         if device != "CPU":
             raise ValueError(f"the CPU backend has a single device named 'CPU', got {device!r}")
-        super().__init__(device, MallocAllocator(), CRenderer(), ClangCompiler(CACHE_KEY), CPUProgram)
+        super().__init__(device, MallocAllocator(self), CRenderer(), ClangCompiler(CACHE_KEY),
+                         functools.partial(CPUProgram, self))

@@ -25,7 +25,8 @@ class CPUProgram:
 
     The argument counts come from the object's ``rtk_signature`` record (``{magic, buffers, vals}``, written by the
     renderer), so a launch is validated by ``runtime_core.program.check_launch`` before any code runs. The mapping is
-    released when the program is garbage collected (or by :meth:`close`).
+    released when the program is garbage collected (or by :meth:`close`). ``dev`` is the ``CPUDevice`` it runs on
+    (``dev.runtime`` is ``functools.partial(CPUProgram, dev)``).
 
     Raises (construction):
         CompileError: the object cannot be linked (unsupported content, a symbol outside the loader's whitelist), it
@@ -35,8 +36,8 @@ class CPUProgram:
         OSError: mapping or protecting memory failed.
     """
 
-    def __init__(self, name: str, lib: bytes) -> None:
-        self.name = name
+    def __init__(self, dev: Any, name: str, lib: bytes) -> None:
+        self.dev, self.name = dev, name
         image = ExecutableImage.load(lib)
         try:
             self.nbufs, self.nvals = _signature(image, name)

@@ -1,0 +1,119 @@
+"""The extension point: Device.register / restoring / unregister, per-backend canonicalization, default order, and the
+device handed to allocators and programs."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from runtime_core import Buffer, Compiled, Device, DeviceError, MallocAllocator, dtypes
+from runtime_core.device import default_order
+
+
+class _Prog:
+    def __init__(self, dev: Compiled, name: str, lib: bytes) -> None:
+        self.dev, self.name, self.lib = dev, name, lib
+
+
+class Toy(Compiled):
+    DEFAULT_PRIORITY = -1
+    opened: list[str] = []
+
+    def __init__(self, device: str) -> None:
+        Toy.opened.append(device)
+        super().__init__(device, MallocAllocator(self), None, None, functools.partial(_Prog, self))
+
+
+class PathToy(Toy):
+    DEFAULT_PRIORITY = None
+
+    @classmethod
+    def canonicalize(cls, name: str) -> str:
+        return name  # the suffix is a path: kept verbatim, "PATHTOY:0" included
+
+
+def test_registered_backend_opens_and_hands_itself_to_its_pieces():
+    with Device.restoring():
+        Device.register("TOY", Toy)
+        dev = Device["toy:1"]
+        assert dev.device == "TOY:1" and dev.allocator.dev is dev
+        prg = dev.runtime("k", b"\x00")
+        assert prg.dev is dev and prg.name == "k"
+        assert Device["TOY:1"] is dev and "TOY:1" in Device.opened()
+    assert "TOY" not in Device.backends() and "TOY:1" not in Device.opened()
+
+
+def test_each_backend_canonicalizes_its_names():
+    with Device.restoring():
+        Device.register("TOY", Toy)
+        Device.register("PATHTOY", PathToy)
+        assert Device.canonicalize("toy:0") == "TOY"
+        assert Device.canonicalize("pathtoy:0") == "PATHTOY:0"
+        assert Device.canonicalize("pathtoy:/Tmp/F") == "PATHTOY:/Tmp/F"
+        assert Device.canonicalize("nosuch:0") == "NOSUCH"  # the generic rule for unknown backends
+
+
+def test_default_order_is_by_priority_and_used_by_default():
+    with Device.restoring():
+        Device.register("TOY", Toy)
+        Device.register("PATHTOY", PathToy)
+        order = default_order()
+        assert order.names[0] == "TOY" and "PATHTOY" not in order.names
+        assert order.names.index("PYTHON") > order.names.index("TOY")
+        assert Device.DEFAULT == "TOY"
+
+
+@pytest.mark.parametrize("name, cls, exc, match", [
+    ("toy", Toy, ValueError, "upper-case identifier"),
+    ("PYTHON", Toy, ValueError, "already registered"),
+    ("TOY", object, TypeError, "subclass of runtime_core.Compiled"),
+])
+def test_bad_registrations_are_refused(name, cls, exc, match):
+    with Device.restoring(), pytest.raises(exc, match=match):
+        Device.register(name, cls)
+
+
+def test_a_backend_that_does_not_accept_its_device_is_refused():
+    class NoArg(Compiled):
+        def __init__(self) -> None:
+            super().__init__("X", MallocAllocator(), None, None, None)
+
+    class TwoArgs(Compiled):
+        def __init__(self, device: str, other: int) -> None:
+            super().__init__(device, MallocAllocator(), None, None, None)
+
+    with Device.restoring():
+        for cls in (NoArg, TwoArgs):
+            with pytest.raises(TypeError, match="must accept the canonical device name"):
+                Device.register("BAD", cls)
+        assert "BAD" not in Device.backends()
+
+
+def test_unregister_unknown_backend():
+    with pytest.raises(KeyError, match="'NOPE' is not registered"):
+        Device.unregister("NOPE")
+
+
+def test_buffer_binds_its_device_once():
+    with Device.restoring():
+        Device.register("TOY", Toy)
+        Toy.opened.clear()
+        b = Buffer("TOY", 4, dtypes.float32).allocate()
+        assert b.dev is Device["TOY"]
+        Device.unregister("TOY")  # the registry forgets the device: the buffer still works through its binding
+        b.copyin(np.arange(4, dtype=np.float32))
+        np.testing.assert_array_equal(b.numpy(), np.arange(4, dtype=np.float32))
+        assert b.view(2, dtypes.float32, 8).numpy().tolist() == [2.0, 3.0]
+        assert Toy.opened == ["TOY"]
+
+
+def test_allocator_rejects_a_size_passed_as_its_device():
+    with pytest.raises(TypeError, match="pass sizes and options by keyword"):
+        MallocAllocator(64)
+
+
+def test_unknown_backend_class_lookup():
+    with pytest.raises(DeviceError, match="unknown device 'NOPE'"):
+        Device.backend_class("NOPE")
