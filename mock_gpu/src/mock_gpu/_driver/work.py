@@ -100,6 +100,7 @@ def _run(work: Work) -> None:
         stream.free_at = work.finished_at
     stream.pending.popleft()
     work.done = True
+    work.deps = ()  # done work keeps no chain of older work alive (events and streams hold their last work)
 
 
 def discard(ctx: Context) -> None:
