@@ -74,9 +74,11 @@ def report(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff over the whole tree."""
-    session.install("ruff>=0.4")
+    """ruff over the whole tree, and the architecture contract (`lint-imports`, contracts in pyproject.toml):
+    harness -> runtime_backends -> runtime_core, mock_gpu importing nothing of ours, no import cycles in a package."""
+    install_packages(session, "ruff>=0.4", "import-linter>=2.1")
     session.run("ruff", "check", ".")
+    session.run("lint-imports", "--no-cache")
 
 
 @nox.session

@@ -144,7 +144,7 @@ def test_cpu_program_from_garbage(lib, exc, match):
 def test_truncated_objects_raise_compile_error(cc):
     obj = cc.compile(PLAIN_C)
     for n in (4, 16, 64, len(obj) // 2, len(obj) - 1):
-        with pytest.raises(CompileError):
+        with pytest.raises(CompileError, match=rf"cannot parse the object file \({n} bytes\)"):
             CPUProgram(None, "f", obj[:n])
 
 

@@ -490,7 +490,7 @@ def test_hostile_ir_json_raises_irerror(text, match):
 def test_hostile_deep_argument_nesting_raises_irerror():
     arg = '{"t":[' * 400 + "]}" * 400
     text = _doc(ops=[]).replace('"ops": []', f'"ops": [["SPECIAL", "int32", [], {arg}]]')
-    with pytest.raises(IRError):
+    with pytest.raises(IRError, match="op 0 SPECIAL: arg must be"):
         loads(text)
 
 
