@@ -176,7 +176,8 @@ def _call_f64(w: Emitter, op: Ops, f: str, x: str) -> str:
         arg = w.reg("f64")
         w.ins(f"cvt.f64.f32 {arg}, {x};")
     y = w.reg("f64")
-    w.ins(f"call ({y}), {func}, ({arg});")
+    w.ins(f"{{ .param .f64 rtk_arg; .param .f64 rtk_ret; st.param.f64 [rtk_arg], {arg}; "
+          f"call (rtk_ret), {func}, (rtk_arg); ld.param.f64 {y}, [rtk_ret]; }}")
     if f == "f64":
         return y
     d = w.reg("f32")

@@ -1,6 +1,7 @@
 """float64 EXP2, LOG2 and SIN as PTX ``.func`` subroutines (PTX has no float64 transcendental instructions).
 
-Each takes and returns one ``.f64`` register and is accurate to a few ulp (the harness allows 1e-12 relative):
+Each takes and returns one ``.f64`` (``.param`` ABI: ``call (ret), rtk_<name>_f64, (arg);``) and is accurate to a
+few ulp (the harness allows 1e-12 relative):
 
 * ``rtk_exp2_f64``: x = n + f with n = rint(x), |f| <= 1/2; 2**f by its Taylor series ``sum (f ln 2)**k / k!``
   (k <= 14, remainder < 1e-19) in Horner form with ``fma``; times 2**n as two exact powers of two (so a subnormal
@@ -26,7 +27,7 @@ __all__ = ["FUNCS", "func_source"]
 
 def _hex(x: Decimal | float) -> str:
     """A float64 as a PTX ``0d`` literal (exact bits)."""
-    return "0d%016X" % struct.unpack("<Q", struct.pack("<d", float(x)))[0]
+    return f"0d{struct.unpack('<Q', struct.pack('<d', float(x)))[0]:016X}"
 
 
 def _constants() -> dict[str, list[str] | str]:
@@ -131,7 +132,8 @@ FUNCS = {"exp2": _exp2, "log2": _log2, "sin": _sin}
 
 def func_source(name: str) -> str:
     """The ``.func`` definition of ``rtk_<name>_f64`` (``name`` in :data:`FUNCS`)."""
-    body = "\n\t".join(FUNCS[name]())
-    return (f".func (.reg .f64 %y) rtk_{name}_f64(.reg .f64 %x)\n{{\n"
+    body = "\n\t".join(["ld.param.f64 %x, [rtk_x];", *FUNCS[name](), "st.param.f64 [rtk_y], %y;"])
+    return (f".func (.param .f64 rtk_y) rtk_{name}_f64(.param .f64 rtk_x)\n{{\n"
             "\t.reg .pred %q<3>;\n\t.reg .b32 %s<5>;\n\t.reg .b64 %l<3>;\n\t.reg .f64 %d<11>;\n"
+            "\t.reg .f64 %x;\n\t.reg .f64 %y;\n"
             f"\t{body}\n\tret;\n}}\n")
