@@ -21,7 +21,7 @@ from typing import Any
 
 from runtime_core.compiler import CompileError, Compiler
 
-__all__ = ["NVRTCCompiler", "PTXCompiler", "PTX_ISA_FOR_SM", "nvrtc_module", "ptx_isa_version"]
+__all__ = ["NVRTCCompiler", "PTXCompiler", "PTX_ISA_FOR_SM", "nvrtc_module", "ptx_isa_for_driver", "ptx_isa_version"]
 
 log = logging.getLogger(__name__)
 NVRTC_OPTIONS = ("--fmad=false",)
@@ -33,6 +33,8 @@ PTX_ISA_FOR_SM: dict[int, tuple[int, int]] = {
 """Compute capability (10 * major + minor) -> the first PTX ISA version whose ``.target`` accepts ``sm_XX``."""
 MIN_PTX_ISA = (7, 0)
 """The PTX ISA our PTX renderer writes at least (for older targets the stamped version is raised to it)."""
+_VERSION_LINE = re.compile(r"^[ \t]*\.version[ \t]+\S+[ \t]*$", re.M)
+_TARGET_LINE = re.compile(r"^[ \t]*\.target[ \t]+[^\n]*$", re.M)
 _INSTALL = "install it with `pip install cuda-bindings nvidia-cuda-nvrtc`"
 
 
@@ -89,17 +91,34 @@ def _include_options() -> tuple[str, ...]:
     return tuple(options)
 
 
+def ptx_isa_for_driver(version: int) -> tuple[int, int]:
+    """The newest PTX ISA a driver of ``cuDriverGetVersion`` value ``version`` (1000 * major + 10 * minor) loads.
+
+    CUDA 11.x reads PTX ISA 7.x and CUDA 13.x 9.x (minor for minor); CUDA 12.x reads 8.x except 12.6 (8.5),
+    12.8 (8.7) and 12.9 (8.8) (PTX ISA, "Release Notes").
+    """
+    major, minor = version // 1000, version % 1000 // 10
+    if major == 12:
+        return (8, {6: 5, 7: 6, 8: 7, 9: 8}.get(minor, minor))
+    return (major - 4, minor) if major >= 11 else (6, 4)
+
+
 class NVRTCCompiler(Compiler):
     """CUDA C -> PTX with NVRTC for a device of compute capability ``sm`` (10 * major + minor).
 
     Nothing is loaded at construction, so a device without NVRTC still opens (and runs given PTX); :meth:`compile`
     and :meth:`identity` raise :class:`CompileError` then. The cache key holds the NVRTC version, the target and the
     options.
+
+    ``max_ptx_isa`` is the newest PTX ISA the driver loads (:func:`ptx_isa_for_driver`). A newer NVRTC stamps its own,
+    newer ISA version on the PTX even when the kernel uses nothing new; that ``.version`` line is lowered to the
+    driver's (logged), and a kernel that does need newer instructions fails at load with the driver's JIT log.
     """
 
-    def __init__(self, sm: int, cachekey: str | None = "cuda_nvrtc_ptx", options: tuple[str, ...] = NVRTC_OPTIONS):
+    def __init__(self, sm: int, cachekey: str | None = "cuda_nvrtc_ptx", options: tuple[str, ...] = NVRTC_OPTIONS,
+                 max_ptx_isa: tuple[int, int] | None = None):
         super().__init__(cachekey)
-        self.sm, self.options = sm, tuple(options)
+        self.sm, self.options, self.max_ptx_isa = sm, tuple(options), max_ptx_isa
 
     @property
     def target(self) -> int:
@@ -120,7 +139,7 @@ class NVRTCCompiler(Compiler):
 
     def identity(self) -> str:
         (major, minor), _ = _nvrtc_facts()
-        return f"nvrtc {major}.{minor} | {' '.join(self.all_options())}"
+        return f"nvrtc {major}.{minor} | {' '.join(self.all_options())} | max PTX ISA {self.max_ptx_isa}"
 
     def compile(self, src: str) -> bytes:
         """PTX text (bytes, no trailing NUL) of CUDA C ``src``.
@@ -143,9 +162,20 @@ class NVRTCCompiler(Compiler):
             size = _ok(nvrtc, nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
             ptx = b" " * size
             _ok(nvrtc, nvrtc.nvrtcGetPTX(prog, ptx), "nvrtcGetPTX")
-            return ptx.rstrip(b"\0")
+            return self._fit_version(ptx.rstrip(b"\0").decode()).encode()
         finally:
             nvrtc.nvrtcDestroyProgram(prog)
+
+    def _fit_version(self, ptx: str) -> str:
+        m = _VERSION_LINE.search(ptx)
+        if self.max_ptx_isa is None or m is None:
+            return ptx
+        version = tuple(int(x) for x in m.group(0).split()[1].split("."))
+        if version <= self.max_ptx_isa:
+            return ptx
+        log.info("NVRTC wrote PTX ISA %s; lowering the .version line to %d.%d, the newest this driver loads",
+                 ".".join(map(str, version)), *self.max_ptx_isa)
+        return _VERSION_LINE.sub(f".version {self.max_ptx_isa[0]}.{self.max_ptx_isa[1]}", ptx, count=1)
 
 
 def ptx_isa_version(sm: int) -> tuple[int, int]:
@@ -158,10 +188,6 @@ def ptx_isa_version(sm: int) -> tuple[int, int]:
         raise CompileError(f"no PTX ISA version is known for sm_{sm} (known: {known}); use the CUDA C renderer "
                            f"(unset PTX)")
     return max(PTX_ISA_FOR_SM[sm], MIN_PTX_ISA)
-
-
-_VERSION_LINE = re.compile(r"^[ \t]*\.version[ \t]+\S+[ \t]*$", re.M)
-_TARGET_LINE = re.compile(r"^[ \t]*\.target[ \t]+[^\n]*$", re.M)
 
 
 class PTXCompiler(Compiler):

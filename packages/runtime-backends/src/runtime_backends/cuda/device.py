@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime_backends.cuda.allocator import CUDAAllocator
-from runtime_backends.cuda.compiler import NVRTCCompiler, PTXCompiler
+from runtime_backends.cuda.compiler import NVRTCCompiler, PTXCompiler, ptx_isa_for_driver
 from runtime_backends.cuda.driver import CUDAError, check, driver_module, init_driver, result_name
 from runtime_backends.cuda.graph import CUDAGraph
 from runtime_backends.cuda.limits import DeviceLimits, query_limits
@@ -71,7 +71,7 @@ class CUDADevice(Compiled):
     DEFAULT_PRIORITY = 0
 
     def __init__(self, device: str = "CUDA") -> None:
-        ordinal = _ordinal(device)
+        ordinal, ptx = _ordinal(device), _ptx_requested()
         cu = driver_module()
         count = init_driver(cu)
         if ordinal >= count:
@@ -87,7 +87,7 @@ class CUDADevice(Compiled):
             self._order_event = check(cu, cu.cuEventCreate(_DISABLE_TIMING), "cuEventCreate")
             self._timing = (check(cu, cu.cuEventCreate(0), "cuEventCreate"), check(cu, cu.cuEventCreate(0),
                                                                                       "cuEventCreate"))
-            renderer, compiler = self._toolchain()
+            renderer, compiler = self._toolchain(ptx)
         except BaseException:
             cu.cuDevicePrimaryCtxRelease(self.handle)
             raise
@@ -95,10 +95,11 @@ class CUDADevice(Compiled):
         super().__init__(device, CUDAAllocator(self), renderer, compiler, functools.partial(CUDAProgram, self),
                          graph=functools.partial(CUDAGraph, self))
 
-    def _toolchain(self) -> tuple[Renderer, Compiler]:
-        if _ptx_requested():
+    def _toolchain(self, ptx: bool) -> tuple[Renderer, Compiler]:
+        if ptx:
             return PTXRenderer(self.limits), PTXCompiler(self.limits.sm)
-        return CUDARenderer(self.limits), NVRTCCompiler(self.limits.sm)
+        driver = int(check(self.cu, self.cu.cuDriverGetVersion(), "cuDriverGetVersion"))
+        return CUDARenderer(self.limits), NVRTCCompiler(self.limits.sm, max_ptx_isa=ptx_isa_for_driver(driver))
 
     @property
     def arch(self) -> str:

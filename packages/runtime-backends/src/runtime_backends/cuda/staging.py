@@ -92,7 +92,7 @@ class StagingPool:
             check(cu, cu.cuMemFreeHost(chunk.ptr), "cuMemFreeHost", ptr=chunk.ptr)
 
     def _new_chunk(self) -> Chunk:
-        cu = self.dev.cu
+        cu = self.dev.activate()  # the chunk's memory and event belong to the pool's device
         ptr = check(cu, cu.cuMemHostAlloc(self.chunk_bytes, _PORTABLE), "cuMemHostAlloc", bytesize=self.chunk_bytes,
                     hint="pinned host memory is exhausted; lower the staging size or free pinned buffers")
         try:
