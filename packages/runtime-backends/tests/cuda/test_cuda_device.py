@@ -11,7 +11,6 @@ from runtime_backends.cuda.renderer_c import CUDARenderer
 from runtime_backends.cuda.renderer_ptx import PTXRenderer
 from runtime_core.buffer import Buffer
 from runtime_core.device import Device, DeviceError
-from runtime_core.dtype import dtypes
 
 
 @pytest.mark.parametrize(("name", "canonical"), [("cuda", "CUDA"), ("CUDA:0", "CUDA"), ("cuda:1", "CUDA:1"),

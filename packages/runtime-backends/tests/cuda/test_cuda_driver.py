@@ -7,9 +7,9 @@ import os
 import subprocess
 import sys
 
-import mock_gpu
 import pytest
 
+import mock_gpu
 from runtime_backends.cuda.device import CUDADevice
 from runtime_backends.cuda.driver import CUDAError, CUDAOutOfMemoryError, check, driver_module
 
