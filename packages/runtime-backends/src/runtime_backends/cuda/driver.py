@@ -49,7 +49,8 @@ def driver_module() -> Any:
     """
     if os.environ.get(MOCK_ENV, "0") == "1":
         try:
-            from mock_gpu import driver as mock
+            # mypy, run from the repository root, takes the mock_gpu/ project folder for a namespace package
+            from mock_gpu import driver as mock  # type: ignore[attr-defined]
         except ImportError as e:
             raise DriverUnavailableError(f"{MOCK_ENV}=1 selects the emulated GPU, but mock_gpu cannot be imported "
                                          f"({e}); install it with `pip install -e mock_gpu`") from e

@@ -30,25 +30,25 @@ def _hex(x: Decimal | float) -> str:
     return f"0d{struct.unpack('<Q', struct.pack('<d', float(x)))[0]:016X}"
 
 
-def _constants() -> dict[str, list[str] | str]:
+def _constants() -> tuple[dict[str, list[str]], dict[str, str]]:
+    """(coefficient series, single constants) as PTX literals."""
     with localcontext() as ctx:
         ctx.prec = 80
         ln2 = Decimal(2).ln()
-        pi = 4 * _atan_inv(5) * 4 - 4 * _atan_inv(239)  # Machin's formula
+        pi = 16 * _atan_inv(5) - 4 * _atan_inv(239)  # Machin's formula
         half_pi = pi / 2
         p1 = Decimal(float(half_pi))
         p2 = Decimal(float(half_pi - p1))
         p3 = Decimal(float(half_pi - p1 - p2))
-        return {
+        series = {
             "exp2": [_hex(ln2 ** k / math.factorial(k)) for k in range(15)],
             "atanh": [_hex(Decimal(1) / (2 * k + 1)) for k in range(12)],
-            "two_over_ln2": _hex(2 / ln2),
             "sin": [_hex(Decimal((-1) ** k) / math.factorial(2 * k + 1)) for k in range(1, 9)],
             "cos": [_hex(Decimal((-1) ** k) / math.factorial(2 * k)) for k in range(1, 10)],
-            "two_over_pi": _hex(2 / pi),
             "neg_pio2": [_hex(-p1), _hex(-p2), _hex(-p3)],
-            "sqrt2": _hex(Decimal(2).sqrt()),
         }
+        scalars = {"two_over_ln2": _hex(2 / ln2), "two_over_pi": _hex(2 / pi), "sqrt2": _hex(Decimal(2).sqrt())}
+        return series, scalars
 
 
 def _atan_inv(n: int) -> Decimal:
@@ -62,7 +62,7 @@ def _atan_inv(n: int) -> Decimal:
     return total
 
 
-_C = _constants()
+_S, _K = _constants()
 _INF, _NEG_INF, _NAN, _ONE, _ZERO = "0d7FF0000000000000", "0dFFF0000000000000", "0d7FF8000000000000", \
     "0d3FF0000000000000", "0d0000000000000000"
 
@@ -82,7 +82,7 @@ def _pow2(out: str, n: str, tmp: str, wide: str) -> list[str]:
 
 def _exp2() -> list[str]:
     body = ["cvt.rni.f64.f64 %d1, %x;", "sub.rn.f64 %d2, %x, %d1;"]
-    body += _horner("%d3", "%d2", _C["exp2"])  # type: ignore[arg-type]
+    body += _horner("%d3", "%d2", _S["exp2"])
     body += ["max.f64 %d4, %d1, 0dC091300000000000;", "min.f64 %d4, %d4, 0d4091300000000000;",  # clamp n to +-1100
              "cvt.rzi.s32.f64 %s1, %d4;", "shr.s32 %s2, %s1, 1;", "sub.s32 %s3, %s1, %s2;"]
     body += _pow2("%d5", "%s2", "%s4", "%l1") + _pow2("%d6", "%s3", "%s4", "%l1")
@@ -97,13 +97,13 @@ def _log2() -> list[str]:
             "mul.rn.f64 %d1, %x, 0d4350000000000000;", "selp.f64 %d1, %d1, %x, %q1;", "selp.s32 %s1, -54, 0, %q1;",
             "mov.b64 %l1, %d1;", "shr.u64 %l2, %l1, 52;", "cvt.u32.u64 %s2, %l2;", "and.b32 %s2, %s2, 2047;",
             "and.b64 %l2, %l1, 0x000FFFFFFFFFFFFF;", "or.b64 %l2, %l2, 0x3FF0000000000000;", "mov.b64 %d2, %l2;",
-            f"setp.gt.f64 %q2, %d2, {_C['sqrt2']};", "mul.rn.f64 %d3, %d2, 0d3FE0000000000000;",
+            f"setp.gt.f64 %q2, %d2, {_K['sqrt2']};", "mul.rn.f64 %d3, %d2, 0d3FE0000000000000;",
             "selp.f64 %d2, %d3, %d2, %q2;", "selp.s32 %s3, 1, 0, %q2;",
             "sub.s32 %s2, %s2, 1023;", "add.s32 %s2, %s2, %s3;", "add.s32 %s2, %s2, %s1;",
             f"sub.rn.f64 %d4, %d2, {_ONE};", f"add.rn.f64 %d5, %d2, {_ONE};", "div.rn.f64 %d6, %d4, %d5;",
             "mul.rn.f64 %d7, %d6, %d6;"]
-    body += _horner("%d8", "%d7", _C["atanh"])  # type: ignore[arg-type]
-    body += ["mul.rn.f64 %d9, %d6, %d8;", f"mul.rn.f64 %d9, %d9, {_C['two_over_ln2']};",
+    body += _horner("%d8", "%d7", _S["atanh"])
+    body += ["mul.rn.f64 %d9, %d6, %d8;", f"mul.rn.f64 %d9, %d9, {_K['two_over_ln2']};",
              "cvt.rn.f64.s32 %d10, %s2;", "add.rn.f64 %y, %d10, %d9;",
              f"setp.eq.f64 %q1, %x, {_INF};", f"selp.f64 %y, {_INF}, %y, %q1;",
              f"setp.eq.f64 %q1, %x, {_ZERO};", f"selp.f64 %y, {_NEG_INF}, %y, %q1;",
@@ -113,13 +113,13 @@ def _log2() -> list[str]:
 
 
 def _sin() -> list[str]:
-    p1, p2, p3 = _C["neg_pio2"]
-    body = [f"mul.rn.f64 %d1, %x, {_C['two_over_pi']};", "cvt.rni.f64.f64 %d1, %d1;",
+    p1, p2, p3 = _S["neg_pio2"]
+    body = [f"mul.rn.f64 %d1, %x, {_K['two_over_pi']};", "cvt.rni.f64.f64 %d1, %d1;",
             f"fma.rn.f64 %d2, %d1, {p1}, %x;", f"fma.rn.f64 %d2, %d1, {p2}, %d2;", f"fma.rn.f64 %d2, %d1, {p3}, %d2;",
             "cvt.rzi.s64.f64 %l1, %d1;", "cvt.u32.u64 %s1, %l1;", "mul.rn.f64 %d3, %d2, %d2;"]
-    body += _horner("%d4", "%d3", _C["sin"])  # type: ignore[arg-type]
+    body += _horner("%d4", "%d3", _S["sin"])
     body += ["mul.rn.f64 %d4, %d4, %d3;", "fma.rn.f64 %d4, %d4, %d2, %d2;"]  # r + r z P(z)
-    body += _horner("%d5", "%d3", _C["cos"])  # type: ignore[arg-type]
+    body += _horner("%d5", "%d3", _S["cos"])
     body += [f"fma.rn.f64 %d5, %d5, %d3, {_ONE};",  # 1 + z Q(z)
              "and.b32 %s2, %s1, 1;", "setp.ne.u32 %q1, %s2, 0;", "selp.f64 %d6, %d5, %d4, %q1;",
              "and.b32 %s2, %s1, 2;", "setp.ne.u32 %q1, %s2, 0;", "neg.f64 %d7, %d6;", "selp.f64 %y, %d7, %d6, %q1;"]
