@@ -1,11 +1,15 @@
-"""What both CUDA renderers decide the same way: where LOCAL arrays live in shared memory, which kernel names are
-usable as symbols."""
+"""What both CUDA renderers share: the device's limits, where LOCAL arrays live in shared memory, which kernel names
+are usable as symbols."""
 
 from __future__ import annotations
 
-from runtime_core.ir import Kernel, Ops
+from typing import Protocol
 
-__all__ = ["SharedLayout", "check_kernel_name", "SHARED_ALIGN"]
+from runtime_backends.cuda.limits import DeviceLimits
+from runtime_core.ir import Kernel, Ops, validate
+from runtime_core.renderer import Renderer
+
+__all__ = ["CUDARendererBase", "SharedLayout", "check_kernel_name", "SHARED_ALIGN"]
 
 SHARED_ALIGN = 16
 """Alignment of the dynamic shared array (bytes): enough for any element type and 16-byte vector accesses."""
@@ -49,3 +53,33 @@ def check_kernel_name(backend: str, name: str) -> None:
     if name in _CPP_KEYWORDS or reserved:
         raise ValueError(f"{backend}: kernel name {name!r} becomes the kernel's symbol, so it must not be a C++ keyword, "
                          f"reserved (starting with '__' or '_' and a capital letter) or start with 'rtk_'; rename it")
+
+
+class _Writer(Protocol):
+    def __init__(self, kernel: Kernel, layout: SharedLayout) -> None: ...
+    def source(self) -> str: ...
+
+
+class CUDARendererBase(Renderer):
+    """A CUDA renderer for a device with ``limits`` (default: a generic sm_80): blocks, grids and local (shared)
+    memory up to the device's opt-in amount per block. Subclasses set ``writer``, which writes one kernel's source."""
+
+    device = "CUDA"
+    has_local = True
+    has_shared = True
+    writer: type[_Writer]
+
+    def __init__(self, limits: DeviceLimits | None = None) -> None:
+        self.limits = limits or DeviceLimits()
+        self.local_max, self.global_max = self.limits.max_block, self.limits.max_grid
+        self.shared_max = self.limits.shared_optin
+
+    def render(self, kernel: Kernel) -> str:
+        """The source of ``kernel``.
+
+        Raises ``ValueError`` (``IRError``) for a malformed kernel, one whose local memory exceeds the device's
+        shared memory, or whose name cannot be a kernel symbol (see :func:`check_kernel_name`).
+        """
+        self.check(validate(kernel))
+        check_kernel_name(self.device, kernel.name)
+        return self.writer(kernel, SharedLayout(kernel, self.shared_max)).source()

@@ -26,12 +26,10 @@ import math
 import numpy as np
 
 from runtime_backends.cuda.consts import HALF, float_bits
-from runtime_backends.cuda.layout import SharedLayout, check_kernel_name
-from runtime_backends.cuda.limits import DeviceLimits
+from runtime_backends.cuda.layout import CUDARendererBase, SharedLayout
 from runtime_backends.cuda.ptx_info import SHARED_RECORD
 from runtime_core.dtype import DType, dtypes
-from runtime_core.ir import Kernel, Ops, UOp, validate
-from runtime_core.renderer import Renderer
+from runtime_core.ir import Kernel, Ops, UOp
 
 __all__ = ["CUDARenderer", "ctype"]
 
@@ -86,33 +84,6 @@ def ctype(dt: DType) -> str:
 
 def _storage(dt: DType) -> str:
     return "unsigned char" if dt is dtypes.bool else ctype(dt)
-
-
-class CUDARenderer(Renderer):
-    """Renders a :class:`~runtime_core.ir.Kernel` to CUDA C (see the module docstring) for a device with ``limits``.
-
-    Local (shared) memory may take the device's whole opt-in amount per block; blocks and grids are the device's.
-    """
-
-    device = "CUDA"
-    has_local = True
-    has_shared = True
-
-    def __init__(self, limits: DeviceLimits | None = None) -> None:
-        self.limits = limits or DeviceLimits()
-        self.local_max, self.global_max = self.limits.max_block, self.limits.max_grid
-        self.shared_max = self.limits.shared_optin
-
-    def render(self, kernel: Kernel) -> str:
-        """The CUDA C translation unit of ``kernel``.
-
-        Raises ``ValueError`` (``IRError``) for a malformed kernel, one whose local memory exceeds the device's
-        shared memory, or whose name cannot be a kernel symbol (a C++ keyword, reserved, or starting with ``rtk_``).
-        """
-        self.check(validate(kernel))
-        check_kernel_name("CUDA", kernel.name)
-        layout = SharedLayout(kernel, self.shared_max)
-        return _Writer(kernel, layout).source()
 
 
 class _Writer:
@@ -307,3 +278,9 @@ def _int_alu(op: Ops, dt: DType, args: list[str]) -> str:
         rhs = args[1] if op is Ops.SHL else f"({u}){args[1]}"
         return f"(({t})(({u}){args[0]} {_ARITH[op]} {rhs}))"
     return f"(({t})({args[0]} {_ARITH[op]} {args[1]}))"
+
+
+class CUDARenderer(CUDARendererBase):
+    """Renders a :class:`~runtime_core.ir.Kernel` to one CUDA C translation unit (see the module docstring)."""
+
+    writer = _Writer

@@ -16,44 +16,16 @@ from collections import defaultdict
 
 from runtime_backends.cuda import ptx_alu as A
 from runtime_backends.cuda.consts import HALF, float_bits
-from runtime_backends.cuda.layout import SharedLayout, check_kernel_name
-from runtime_backends.cuda.limits import DeviceLimits
+from runtime_backends.cuda.layout import CUDARendererBase, SharedLayout
 from runtime_backends.cuda.ptx_info import shared_record
 from runtime_backends.cuda.ptx_math import func_source
 from runtime_core.dtype import DType, dtypes
-from runtime_core.ir import Kernel, Ops, UOp, validate
-from runtime_core.renderer import Renderer
+from runtime_core.ir import Kernel, Ops, UOp
 
 __all__ = ["PTXRenderer"]
 
 _PREFIX = {"pred": "%p", "b16": "%h", "b32": "%r", "b64": "%rd", "f32": "%f", "f64": "%fd"}
 _SPECIAL = {"group": "%ctaid", "local": "%tid", "lsize": "%ntid", "gsize": "%nctaid"}
-
-
-class PTXRenderer(Renderer):
-    """Renders a :class:`~runtime_core.ir.Kernel` to PTX text (see the module docstring) for a device with ``limits``.
-
-    Local (shared) memory may take the device's whole opt-in amount per block; blocks and grids are the device's.
-    """
-
-    device = "CUDA"
-    has_local = True
-    has_shared = True
-
-    def __init__(self, limits: DeviceLimits | None = None) -> None:
-        self.limits = limits or DeviceLimits()
-        self.local_max, self.global_max = self.limits.max_block, self.limits.max_grid
-        self.shared_max = self.limits.shared_optin
-
-    def render(self, kernel: Kernel) -> str:
-        """The PTX module of ``kernel``, ``.version``/``.target`` left for the compiler to stamp.
-
-        Raises ``ValueError`` (``IRError``) for a malformed kernel, one whose local memory exceeds the device's
-        shared memory, or whose name cannot be a kernel symbol.
-        """
-        self.check(validate(kernel))
-        check_kernel_name("CUDA", kernel.name)
-        return _Writer(kernel, SharedLayout(kernel, self.shared_max)).source()
 
 
 class _Writer:
@@ -228,3 +200,10 @@ def _immediate(value: int | float | bool, dt: DType) -> str:
     if dt in HALF:
         return f"0x{bits:04X}"
     return f"0f{bits:08X}" if dt is dtypes.float32 else f"0d{bits:016X}"
+
+
+class PTXRenderer(CUDARendererBase):
+    """Renders a :class:`~runtime_core.ir.Kernel` to a PTX module (see the module docstring) whose ``.version`` and
+    ``.target`` the compiler stamps."""
+
+    writer = _Writer
