@@ -235,8 +235,8 @@ def test_cuda_vector_add_throughput(benchmark: Any, device: str, device_buffers:
     _, t = probe(call)
     np.testing.assert_array_equal(bufs[2].numpy(), a + b)
     run(benchmark, call, t)
-    record_rate(benchmark, device, {"threads/s": VADD_N}, **({"emulator": "runtime_backends.cuda on mock_gpu"}
-                                                             if EMULATED else {}))
+    record_rate(benchmark, device, {"threads/s": VADD_N},
+                emulator="runtime_backends.cuda on mock_gpu" if EMULATED else "none: a real GPU")
     _threads(benchmark, VADD_N)
 
 
