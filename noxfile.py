@@ -55,7 +55,8 @@ def tests_mockgpu(session: nox.Session) -> None:
     """The real CUDA backend on the emulated GPU (MOCKGPU=1, no GPU needed), in four runs:
 
     1. the mock GPU's own tests and the CUDA backend's unit tests;
-    2. the harness suites on CUDA with the CUDA C renderer (NVRTC), beside CPU and PYTHON as cross-checks;
+    2. the harness suites on CUDA with the CUDA C renderer (NVRTC), beside CPU and PYTHON as cross-checks (and the
+       > 2 GiB index case on CUDA);
     3. the harness suites on CUDA with the PTX renderer (PTX=1), the > 2 GiB index case included;
     4. the transfers and buffers suites on two emulated devices (MOCKGPU_DEVICES=2: CUDA, CUDA:1) and CPU.
 
@@ -66,6 +67,8 @@ def tests_mockgpu(session: nox.Session) -> None:
     mock = {"MOCKGPU": "1", "MOCKGPU_DEVICES": "1", "PTX": "0"}
     run_pytest(session, "mock_gpu/tests", CUDA_UNIT_TESTS, env=mock)
     run_pytest(session, *SUITES, "--backends", "CUDA,CPU,PYTHON", "--strict-backends", env=mock)
+    run_pytest(session, "harness/src/harness/suites/test_kernels.py", "--backends", "CUDA", "--strict-backends",
+               "--run-bigmem", "-k", "large_index", env=mock)
     run_pytest(session, *SUITES, "--backends", "CUDA", "--strict-backends", "--run-bigmem", env={**mock, "PTX": "1"})
     run_pytest(session, *TRANSFER_SUITES, "--backends", "CUDA,CUDA:1,CPU", "--strict-backends",
                env={**mock, "MOCKGPU_DEVICES": "2"})
