@@ -143,3 +143,19 @@ def test_capture_misuse_is_reported(ctx: Any) -> None:
     assert check(cu.cuStreamIsCapturing(stream)) == cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_INVALIDATED
     assert cu.cuStreamEndCapture(stream) == (R.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, None)
     assert check(cu.cuStreamIsCapturing(stream)) == cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE
+
+
+def test_exec_updates_of_memcpy_and_memset_nodes(ctx: Any) -> None:
+    a, b = to_device(np.zeros(16, np.uint32)), to_device(np.zeros(16, np.uint32))
+    result = pinned(64)
+    graph = check(cu.cuGraphCreate(0))
+    fill = check(cu.cuGraphAddMemsetNode(graph, None, 0, memset_node(a, 3, 4, 16), ctx))
+    copy = check(cu.cuGraphAddMemcpyNode(graph, [fill], 1, device_to_host(a, result.ctypes.data, 64), ctx))
+    exe = check(cu.cuGraphInstantiate(graph, 0))
+    check(cu.cuGraphExecMemsetNodeSetParams(exe, fill, memset_node(b, 8, 4, 16), ctx))
+    check(cu.cuGraphExecMemcpyNodeSetParams(exe, copy, device_to_host(b, result.ctypes.data, 64), ctx))
+    check(cu.cuGraphLaunch(exe, None))
+    check(cu.cuCtxSynchronize())
+    np.testing.assert_array_equal(result.view(np.uint32), 8)
+    np.testing.assert_array_equal(from_device(a, 16, np.uint32), 0)  # the updated exec no longer touches a
+    assert cu.cuGraphExecMemsetNodeSetParams(exe, copy, memset_node(b, 8, 4, 16), ctx) == (R.CUDA_ERROR_INVALID_VALUE,)
