@@ -21,7 +21,8 @@ from typing import Any
 
 from runtime_core.compiler import CompileError, Compiler
 
-__all__ = ["NVRTCCompiler", "PTXCompiler", "PTX_ISA_FOR_SM", "nvrtc_module", "ptx_isa_for_driver", "ptx_isa_version"]
+__all__ = ["NVRTCCompiler", "PTXCompiler", "PTX_ISA_FOR_SM", "include_options", "nvrtc_module", "ptx_isa_for_driver",
+           "ptx_isa_version"]
 
 log = logging.getLogger(__name__)
 NVRTC_OPTIONS = ("--fmad=false",)
@@ -69,7 +70,7 @@ def _nvrtc_facts() -> tuple[tuple[int, int], tuple[int, ...]]:
 
 
 @functools.cache
-def _include_options() -> tuple[str, ...]:
+def include_options() -> tuple[str, ...]:
     """``-I`` options for the CUDA headers found by ``cuda.pathfinder`` (installed wheels first, then the toolkit)."""
     try:
         from cuda import pathfinder
@@ -135,7 +136,7 @@ class NVRTCCompiler(Compiler):
         return max(usable)
 
     def all_options(self) -> list[str]:
-        return [f"--gpu-architecture=compute_{self.target}", *self.options, *_include_options()]
+        return [f"--gpu-architecture=compute_{self.target}", *self.options, *include_options()]
 
     def identity(self) -> str:
         (major, minor), _ = _nvrtc_facts()
