@@ -153,17 +153,19 @@ class NVRTCCompiler(Compiler):
         prog = _ok(nvrtc, nvrtc.nvrtcCreateProgram(src.encode(), b"kernel.cu", 0, [], []), "nvrtcCreateProgram")
         try:
             (err,) = nvrtc.nvrtcCompileProgram(prog, len(options), options)
+            # NVRTC writes into the buffers it is given: they must be mutable (a 1-byte bytes object is a shared
+            # interpreter constant)
             size = _ok(nvrtc, nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
-            buf = b" " * size
+            buf = bytearray(size)
             _ok(nvrtc, nvrtc.nvrtcGetProgramLog(prog, buf), "nvrtcGetProgramLog")
-            program_log = buf.rstrip(b"\0").decode(errors="replace")
+            program_log = bytes(buf).rstrip(b"\0").decode(errors="replace")
             if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
                 raise CompileError(f"NVRTC failed to compile {src.count(chr(10)) + 1} lines of CUDA C for "
                                    f"compute_{self.target} ({err.name})", stderr=program_log, source=src)
             size = _ok(nvrtc, nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
-            ptx = b" " * size
+            ptx = bytearray(size)
             _ok(nvrtc, nvrtc.nvrtcGetPTX(prog, ptx), "nvrtcGetPTX")
-            return self._fit_version(ptx.rstrip(b"\0").decode()).encode()
+            return self._fit_version(bytes(ptx).rstrip(b"\0").decode()).encode()
         finally:
             nvrtc.nvrtcDestroyProgram(prog)
 
