@@ -21,6 +21,8 @@ import pytest
 
 from harness.benchmarks.kernels import GROUP, add_kernel, empty_kernel
 from harness.benchmarks.measure import MakeBuffer, launcher, load, probe, record_rate, record_time, run
+from runtime_backends.cuda.device import CUDADevice
+from runtime_backends.cuda.program import CUDAProgram
 from runtime_core.buffer import Buffer
 from runtime_core.buffer_spec import BufferSpec
 from runtime_core.device import Device
@@ -54,6 +56,13 @@ def _peer(benchmark: Any, device: str, per_call: dict[str, float] | None, what: 
         record_rate(benchmark, device, per_call, limit=True, reference=reference, peer="cupy", **info)
 
 
+def _cuda(device: str) -> CUDADevice:
+    dev = Device[device]
+    if not isinstance(dev, CUDADevice):
+        pytest.skip(f"{device} is not a CUDA device")
+    return dev
+
+
 def _synced(device: str, fn: Callable[[], Any]) -> Callable[[], None]:
     dev = Device[device]
 
@@ -74,8 +83,10 @@ def test_cuda_launch_empty(benchmark: Any, device: str) -> None:
 
 @pytest.mark.benchmark(group="cuda-launch-empty")
 def test_cuda_launch_limit_driver(benchmark: Any, device: str) -> None:
+    dev = _cuda(device)
     prg = load(device, empty_kernel())
-    dev = Device[device]
+    if not isinstance(prg, CUDAProgram):
+        pytest.fail(f"{device} loaded a {type(prg).__name__}, not a CUDAProgram")
     cu, stream = dev.activate(), dev.stream
 
     def call() -> None:
@@ -120,6 +131,7 @@ def _copy_case(device: str, make: MakeBuffer, pinned_of: Callable[[int], Buffer]
     data = np.frombuffer(rng.bytes(nbytes), dtype=np.uint8)
     dev_buf = make(data)
     host = np.ones(nbytes, np.uint8)
+    fn: Callable[[], Any]
     if kind.endswith("pinned"):
         pinned = pinned_of(nbytes)
         pinned.copyin(data)
@@ -141,7 +153,7 @@ def _driver_copy(device: str, make: MakeBuffer, pinned_of: Callable[[int], Buffe
                  kind: str) -> Callable[[], None]:
     """The same copy as bare driver calls: cuMemcpyHtoD/DtoH from/to pageable numpy memory, the *Async forms from/to
     cuMemHostAlloc memory and for device-to-device, each followed by cuStreamSynchronize."""
-    dev = Device[device]
+    dev = _cuda(device)
     cu, stream = dev.activate(), dev.stream
     src, dst = make(nbytes, dtypes.uint8), make(nbytes, dtypes.uint8)
     if kind == "htod-pageable":

@@ -69,6 +69,7 @@ class CUDADevice(Compiled):
     """
 
     DEFAULT_PRIORITY = 0
+    allocator: CUDAAllocator
 
     def __init__(self, device: str = "CUDA") -> None:
         ordinal, ptx = _ordinal(device), _ptx_requested()
