@@ -82,6 +82,8 @@ class CUDAProgram:
         shared_bytes: dynamic shared memory per block; default the amount the PTX records (see
             :mod:`runtime_backends.cuda.ptx_info`), else 0.
 
+    A program packs its launch arguments in place: use it from one thread at a time.
+
     Raises:
         ValueError: ``lib`` is not PTX text (a cubin or fatbin), ``name`` is not a kernel of it or has a parameter
             the protocol cannot pass (:class:`~runtime_backends.cuda.ptx_info.PTXFormatError`), or ``shared_bytes``
