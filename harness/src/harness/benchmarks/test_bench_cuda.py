@@ -42,10 +42,13 @@ def _check(result: tuple, call: str) -> Any:
     return out[0] if out else None
 
 
-def _cupy() -> Any:
+def _cupy(device: str) -> Any:
+    """CuPy, working on the same GPU as ``device``; skips on the emulated GPU or without CuPy."""
     if EMULATED:
         pytest.skip("CuPy needs a real GPU (MOCKGPU=1 emulates one)")
-    return pytest.importorskip("cupy", reason="CuPy is not installed")
+    cp = pytest.importorskip("cupy", reason="CuPy is not installed")
+    cp.cuda.Device(_cuda(device).ordinal).use()
+    return cp
 
 
 def _peer(benchmark: Any, device: str, per_call: dict[str, float] | None, what: str, **info: Any) -> None:
@@ -99,7 +102,7 @@ def test_cuda_launch_limit_driver(benchmark: Any, device: str) -> None:
 
 @pytest.mark.benchmark(group="cuda-launch-empty")
 def test_cuda_launch_peer_cupy(benchmark: Any, device: str) -> None:
-    cp = _cupy()
+    cp = _cupy(device)
     kernel = cp.RawKernel(r'extern "C" __global__ void bench_empty() {}', "bench_empty")
     stream = cp.cuda.get_current_stream()
 
@@ -208,7 +211,7 @@ def test_cuda_copy_limit_driver(benchmark: Any, device: str, device_buffers: Mak
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("nbytes", SIZES)
 def test_cuda_copy_peer_cupy(benchmark: Any, device: str, nbytes: int, kind: str) -> None:
-    cp = _cupy()
+    cp = _cupy(device)
     benchmark.group = _group(kind, nbytes)
     dev_arr, other = cp.zeros(nbytes, cp.uint8), cp.zeros(nbytes, cp.uint8)
     host = (cp.cuda.alloc_pinned_memory(nbytes) if kind.endswith("pinned") else None)
@@ -254,7 +257,7 @@ def test_cuda_vector_add_throughput(benchmark: Any, device: str, device_buffers:
 
 @pytest.mark.bench_threshold(0.5)
 def test_cuda_vector_add_peer_cupy(benchmark: Any, device: str) -> None:
-    cp = _cupy()
+    cp = _cupy(device)
     benchmark.group = _vadd_group()
     a, b, c = (cp.ones(VADD_N, cp.float32) for _ in range(3))
     stream = cp.cuda.get_current_stream()
