@@ -16,7 +16,7 @@ import pytest
 from runtime_backends.disk import device as disk_device
 from runtime_backends.disk.device import STREAM_MIN
 from runtime_backends.disk.files import DiskFile
-from runtime_backends.disk.readers import PreadReader
+from runtime_backends.disk.readers import Job, PreadReader, plan
 from runtime_backends.disk.uring import Ring, setup_error_reason
 from runtime_core import Allocator, Buffer, Compiled, Device, dtypes
 from runtime_core.sink import CopySink
@@ -97,6 +97,22 @@ def test_io_uring_and_the_fallback_read_the_same_bytes(view_of, monkeypatch, dir
     np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(again, expected)
     assert dev.bytes_by_path["io_uring"] == dev.bytes_by_path["preadv"] == SIZE
+
+
+def test_the_plan_cuts_at_chunk_multiples_and_merges_cached_runs():
+    chunk, page = 1 << 20, 4096
+    resident = np.ones((10 << 20) // page + 1, bool)
+    resident[(3 << 20) // page] = False  # one page of the fourth chunk is not cached
+    p = plan(100, 10 << 20, chunk, resident, merge=2 << 20)
+    assert p.reads == [Job(3 << 20, chunk, (3 << 20) - 100)]
+    assert [(j.pos, j.length) for j in p.mapped] == [(100, (2 << 20)), ((2 << 20) + 100, chunk - 100),
+                                                     (4 << 20, 2 << 20), (6 << 20, 2 << 20), (8 << 20, 2 << 20),
+                                                     (10 << 20, 100)]
+    assert sum(j.length for j in p.reads + p.mapped) == 10 << 20
+    whole = plan(100, 10 << 20, chunk, np.ones_like(resident))
+    assert whole.reads == [] and whole.mapped == [Job(100, 10 << 20, 0)]  # all cached: one memcpy
+    with pytest.raises(ValueError, match="multiple of the page size"):
+        plan(0, 10, 1000, resident)
 
 
 def test_cached_chunks_are_copied_from_the_mapping(view_of):

@@ -57,26 +57,30 @@ class Plan:
 
 
 def plan(offset: int, size: int, chunk: int, resident: np.ndarray, merge: int = MERGE) -> Plan:
-    """Cut file bytes ``[offset, offset + size)`` at multiples of ``chunk`` and sort the pieces by residency; adjacent
-    resident pieces are merged up to ``merge`` bytes (fewer, longer memcpys).
+    """Cut file bytes ``[offset, offset + size)`` at multiples of ``chunk`` and sort the pieces by residency.
 
-    ``resident`` has one bool per page from the page of ``offset`` to the page of ``offset + size - 1``
+    Adjacent resident pieces are merged into one memcpy: into pieces of at most ``merge`` bytes when there are reads
+    too (so that completions are taken between them), else into one piece per run (a single long memcpy is the
+    fastest). ``resident`` has one bool per page from the page of ``offset`` to the page of ``offset + size - 1``
     (:meth:`DiskFile.resident`). ``ValueError`` when ``chunk`` is not a positive multiple of the page size.
     """
     if chunk <= 0 or chunk % mmap.PAGESIZE:
         raise ValueError(f"chunk must be a positive multiple of the page size {mmap.PAGESIZE}, got {chunk}")
     out, end, first_page = Plan(), offset + size, offset // mmap.PAGESIZE
+    runs: list[Job] = []
     pos = offset
     while pos < end:
         stop = min((pos // chunk + 1) * chunk, end)
         pages = resident[pos // mmap.PAGESIZE - first_page:(stop - 1) // mmap.PAGESIZE - first_page + 1]
         if not pages.all():
             out.reads.append(Job(pos, stop - pos, pos - offset))
-        elif out.mapped and (last := out.mapped[-1]).pos + last.length == pos and last.length < merge:
-            out.mapped[-1] = Job(last.pos, stop - last.pos, last.dest)
+        elif runs and (last := runs[-1]).pos + last.length == pos:
+            runs[-1] = Job(last.pos, stop - last.pos, last.dest)
         else:
-            out.mapped.append(Job(pos, stop - pos, pos - offset))
+            runs.append(Job(pos, stop - pos, pos - offset))
         pos = stop
+    limit = merge if out.reads else size
+    out.mapped = [Job(r.pos + at, min(limit, r.length - at), r.dest + at) for r in runs for at in range(0, r.length, limit)]
     return out
 
 
