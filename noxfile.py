@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 
@@ -15,6 +16,8 @@ UNIT_TESTS = ["packages/runtime-core/tests", "packages/runtime-backends/tests", 
 SUITES = ["harness/src/harness/suites"]
 TEST_DEPS = ["pytest>=7", "pytest-xdist>=3", "pytest-benchmark>=4"]
 NVRTC_DEPS = ["cuda-bindings>=12", "nvidia-cuda-nvrtc"]
+DISK_TESTS = [*sorted(glob.glob("packages/runtime-backends/tests/test_disk_*.py")), "packages/runtime-core/tests/test_sink.py",
+              "harness/src/harness/suites/disk"]
 
 
 def install_packages(session: nox.Session, *extra: str) -> None:
@@ -49,6 +52,19 @@ def tests_mockgpu(session: nox.Session) -> None:
     install_packages(session, *TEST_DEPS, *NVRTC_DEPS)
     session.run("pytest", "-n", os.environ.get("PYTEST_WORKERS", "auto"), "mock_gpu/tests", *session.posargs,
                 env={"MOCKGPU": "1"})
+
+
+@nox.session(name="tests-disk")
+def tests_disk(session: nox.Session) -> None:
+    """The DISK backend's tests and the harness DISK suite, on both read paths (io_uring and the preadv fallback).
+
+    pytest's header says which path DISK copies take here ("DISK read path: ..."); with REQUIRE_IO_URING=1 (set in
+    docker/io_uring) the session fails when io_uring did not run. Files go to $TMPDIR: point it at a disk-backed
+    directory (not tmpfs) for the cold-cache and O_DIRECT cases to run.
+    """
+    install_packages(session, *TEST_DEPS, "safetensors")
+    session.run("pytest", "-n", os.environ.get("PYTEST_WORKERS", "auto"), "-p", "no:cacheprovider", *DISK_TESTS,
+                *session.posargs)
 
 
 @nox.session
