@@ -51,6 +51,13 @@ class ScriptedRing:
         self.ring.close()
 
 
+@pytest.fixture(autouse=True)
+def _default_paths(monkeypatch):
+    """Each test starts from the default read paths, whatever the session's environment forces."""
+    monkeypatch.delenv("DISK_IO_URING", raising=False)
+    monkeypatch.delenv("DISK_O_DIRECT", raising=False)
+
+
 @pytest.fixture
 def cold(monkeypatch):
     """No page counts as cached: every chunk goes to the reader, whatever the file system."""

@@ -128,7 +128,7 @@ def test_disk_read(benchmark: Any, device: str, disk_file: DiskFile, monkeypatch
 def test_disk_read_peer(benchmark: Any, disk_file: DiskFile, cache: str, peer: str) -> None:
     benchmark.group = disk_file.group(cache)
     out = np.ones(disk_file.data.size, np.uint8)
-    view = memoryview(out)
+    view = memoryview(out.data)
 
     def readinto_loop() -> None:
         with open(disk_file.path, "rb", buffering=0) as f:

@@ -63,11 +63,12 @@ class HostSink(CopySink):
     def __init__(self, view: memoryview) -> None:
         if view.readonly:
             raise ValueError("a copy destination must be writable host memory")
-        self.host = view.cast("B") if view.format != "B" or view.ndim != 1 else view
+        self.view = view.cast("B") if view.format != "B" or view.ndim != 1 else view
+        self.host = self.view
 
     def deliver(self, data: memoryview, offset: int, slot: int | None) -> None:
-        _check_piece(data, offset, self.host.nbytes)
-        self.host[offset:offset + data.nbytes] = data
+        _check_piece(data, offset, self.view.nbytes)
+        self.view[offset:offset + data.nbytes] = data
 
 
 class CopyinSink(CopySink):

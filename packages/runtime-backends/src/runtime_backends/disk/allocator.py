@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from runtime_core.allocator import Allocator
 from runtime_core.buffer_spec import BufferSpec
 from runtime_core.sink import CopySink, HostSink
 
-if TYPE_CHECKING:
-    from runtime_backends.disk.device import DiskDevice
-
-__all__ = ["DiskAllocator", "DiskBuffer"]
+__all__ = ["DiskAllocator", "DiskBuffer", "FileDevice"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -28,6 +25,22 @@ class DiskBuffer:
         return f"<DiskBuffer {self.size} bytes at {self.offset}>"
 
 
+class FileDevice(Protocol):
+    """What the allocator needs of its device (:class:`~runtime_backends.disk.device.DiskDevice`)."""
+
+    device: str
+
+    def acquire(self, size: int) -> None: ...
+
+    def release(self) -> None: ...
+
+    def host_view(self, buf: DiskBuffer, size: int) -> memoryview: ...
+
+    def write(self, buf: DiskBuffer, data: memoryview) -> None: ...
+
+    def read_into(self, sink: CopySink, buf: DiskBuffer, size: int) -> None: ...
+
+
 class DiskAllocator(Allocator):
     """Allocations on one DISK device (``self.dev``): each starts at byte 0 of the file; views (``_offset``) are byte
     ranges at any offset, a view of a view adds the offsets (``Buffer.view`` passes the sum). Copies in write through
@@ -37,9 +50,9 @@ class DiskAllocator(Allocator):
     Raises ``ValueError`` for ``BufferSpec.external_ptr`` (a file cannot wrap caller memory) and for a double free.
     """
 
-    dev: DiskDevice
+    dev: FileDevice
 
-    def __init__(self, dev: DiskDevice) -> None:
+    def __init__(self, dev: FileDevice) -> None:
         super().__init__(dev)
         self._live: set[DiskBuffer] = set()
 

@@ -23,6 +23,7 @@ import functools
 import mmap
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -256,7 +257,7 @@ class DiskFile:
 
 
 @functools.cache
-def _libc_mincore() -> ctypes._CFuncPtr:
+def _libc_mincore() -> Callable[[int, int, int], int]:
     fn = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).mincore
     fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p], ctypes.c_int
     return fn

@@ -265,7 +265,8 @@ class _Run:
         self.host_addr = address(sink.host) if sink.host is not None else 0
         self.slots = _Slots(len(staging), sink)
         self.inflight: dict[int, _Request] = {}
-        self.next_id, self.stats, self.error = 1, ReadStats(), None
+        self.next_id, self.stats = 1, ReadStats()
+        self.error: OSError | None = None
         self.direct_ok = fds.direct >= 0
 
     def start(self, job: Job) -> bool:

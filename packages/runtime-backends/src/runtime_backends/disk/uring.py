@@ -128,7 +128,7 @@ class Ring:
         self._order = ordering or _Ordering()
         p = _Params()
         fd = (setup or self._setup)(entries, p)
-        self.fd, self._maps = fd, []
+        self.fd, self._maps = fd, list[tuple[int, int]]()
         try:
             sq = self._map(p.sq_off.array + p.sq_entries * 4, IORING_OFF_SQ_RING)
             cq = self._map(p.cq_off.cqes + p.cq_entries * ctypes.sizeof(_CQE), IORING_OFF_CQ_RING)
