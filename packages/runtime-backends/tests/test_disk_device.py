@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import uuid
@@ -166,3 +167,21 @@ def test_external_pointers_and_double_frees_are_refused(make_file, disk_buffer):
     dev.allocator.free(handle, 4096)
     with pytest.raises(ValueError, match="double free"):
         dev.allocator.free(handle, 4096)
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new_file", "short_file"])
+def test_a_failed_grow_leaves_the_file_as_it_was(tmp_path, disk_buffer, monkeypatch, existing):
+    path = tmp_path / "full.bin"
+    if existing:
+        path.write_bytes(b"keep")
+    buf = disk_buffer(path, 1 << 20)
+
+    def disk_full(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "posix_fallocate", disk_full)
+    with pytest.raises(OSError, match="cannot grow it .* No space left on device; the file was left as it was"):
+        buf.copyin(np.ones(1 << 20, np.uint8))
+    assert path.read_bytes() == b"keep" if existing else not path.exists()
+    monkeypatch.undo()
+    buf.copyin(np.ones(1 << 20, np.uint8))  # the device is usable once there is space
+    assert os.path.getsize(path) == 1 << 20
