@@ -63,6 +63,14 @@ def test_truncated_or_foreign_npy_files_are_refused(tmp_path):
     (tmp_path / "n.bin").write_bytes(b"PK\x03\x04 not numpy at all")
     with pytest.raises(ValueError, match="not a .npy file"):
         npy_tensor(file_buffer(tmp_path / "n.bin"))
+    header = b"{'descr': 'no-such-type', 'fortran_order': False, 'shape': (2,), }"
+    (tmp_path / "d.npy").write_bytes(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + b"\0" * 8)
+    with pytest.raises(ValueError, match="is not a numpy dtype"):
+        npy_tensor(file_buffer(tmp_path / "d.npy"))
+    header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (2,"
+    (tmp_path / "h.npy").write_bytes(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header)
+    with pytest.raises(ValueError, match="malformed npy header"):
+        npy_tensor(file_buffer(tmp_path / "h.npy"))
 
 
 def test_safetensors_tensors_match_the_safetensors_reader(tmp_path, rng):

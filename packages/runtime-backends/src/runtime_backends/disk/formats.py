@@ -60,7 +60,8 @@ class Tensor:
 
 def file_buffer(path: str | os.PathLike[str]) -> Buffer:
     """An allocated ``uint8`` buffer on ``DISK:<path>`` covering the whole file (read use: ``FileNotFoundError`` when
-    it is missing, ``ValueError`` when it is empty)."""
+    it is missing, ``ValueError`` when it is empty). Deallocate it when done: the file stays open and mapped until
+    then."""
     path = os.fspath(path)
     size = os.stat(path).st_size
     if size == 0:
@@ -109,7 +110,10 @@ def npy_tensor(base: Buffer, name: str = "array") -> Tensor:
     start = 8 + len_size
     text = _read(base, start, hlen, "npy header").decode("latin1" if magic[6] < 3 else "utf8")
     header = _npy_header(text)
-    npdt = np.dtype(header["descr"])
+    try:
+        npdt = np.dtype(header["descr"])
+    except TypeError as e:
+        raise ValueError(f"npy descr {header['descr']!r} is not a numpy dtype: {e}") from None
     if npdt.byteorder not in "=|":
         raise ValueError(f"npy data are not in this machine's byte order ({npdt.str}): byte-swap them with numpy first")
     dtype = dtypes.from_numpy(npdt)
