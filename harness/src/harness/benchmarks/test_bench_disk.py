@@ -12,7 +12,8 @@ peers ``numpy.fromfile`` of the file and a ``readinto`` loop on an unbuffered ``
 Cold: before each round (untimed, pytest-benchmark's ``setup``) the file's pages are evicted with
 ``DiskDevice.drop_page_cache`` (this process's mapping dropped with ``madvise(MADV_DONTNEED)``, dirty pages written,
 then ``posix_fadvise(POSIX_FADV_DONTNEED)``); where that leaves most pages cached (tmpfs), the cold benchmarks skip.
-Each entry records the path its last round took (``read_path``) and the bytes it read with O_DIRECT (``o_direct``).
+Each entry records how its last round ran: ``read_path``, the bytes it read with O_DIRECT (``o_direct``) and its read
+requests (``requests``; 0 when every chunk came from the mapping).
 Targets of issue 9: warm io_uring >= 0.9x the copyto limit; cold io_uring >= 1.5x numpy.fromfile.
 """
 
@@ -114,13 +115,18 @@ def test_disk_read(benchmark: Any, device: str, disk_file: DiskFile, monkeypatch
     setup = _prepare(disk_file, cache)
     read()
     np.testing.assert_array_equal(dest.numpy(), disk_file.data, err_msg=f"DISK -> {device} ({entry}) changed the bytes")
-    o_direct = disk_file.dev.bytes_by_path["o_direct"]
     _time(benchmark, read, setup)
-    stats = disk_file.dev.last_stats
     record_rate(benchmark, device, {"GB/s": disk_file.data.size / 1e9}, size_bytes=disk_file.data.size, cache=cache,
-                role="entry", entry=entry, read_path=disk_file.dev.read_path if entry != "mmap" else "mmap",
-                o_direct=disk_file.dev.bytes_by_path["o_direct"] - o_direct, requests=stats.requests)
+                role="entry", entry=entry, **_last_copy(disk_file.dev, streamed=env is not None))
     dest.deallocate()
+
+
+def _last_copy(dev: DiskDevice, streamed: bool) -> dict[str, Any]:
+    """How the last round's copy ran: its read path, and the bytes and read requests of its file reads."""
+    if not streamed:
+        return {"read_path": "mmap", "o_direct": 0, "requests": 0}
+    stats = dev.last_stats
+    return {"read_path": dev.read_path, "o_direct": stats.direct_bytes, "requests": stats.requests}
 
 
 @pytest.mark.parametrize("cache", _params())
