@@ -104,6 +104,9 @@ def test_io_uring_and_the_fallback_read_the_same_bytes(view_of, monkeypatch, dir
     np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(again, expected)
     assert dev.bytes_by_path["io_uring"] == dev.bytes_by_path["preadv"] == SIZE
+    monkeypatch.delenv("DISK_IO_URING")
+    np.testing.assert_array_equal(_to_host(view), expected)
+    assert dev.read_path == "io_uring" and dev.io_uring_error is None  # back on the ring once not forced off
 
 
 def test_the_plan_cuts_at_chunk_multiples_and_merges_cached_runs():

@@ -32,7 +32,7 @@ class CopySink:
     host: memoryview | None = None
 
     def staging(self) -> Sequence[memoryview] | None:
-        """Page-aligned host buffers of equal size (bytes, a multiple of 4096) that the source should read into
+        """Page-aligned host buffers of equal size (bytes, a multiple of the page size) that the source should read into
         (e.g. pinned memory, so the copies out of them are DMA), or ``None``: the source uses its own."""
         return None
 

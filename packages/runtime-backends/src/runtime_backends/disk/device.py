@@ -180,11 +180,11 @@ class DiskDevice(Compiled):
         if self._ring is None:
             try:
                 self._ring = Ring(RING_ENTRIES)
-                self.io_uring_error = None
-            except OSError as e:
+            except OSError as e:  # tried again at the next copy: a limit may have been raised meanwhile
                 self.io_uring_error = str(e)
                 _log_once(f"DISK: io_uring unavailable ({e}); reads use preadv")
                 return PreadReader()
+        self.io_uring_error = None
         return UringReader(self._ring, DEPTH)
 
     def _fds(self, reads: bool) -> FileFds:
