@@ -6,14 +6,16 @@ import os
 
 import pytest
 
-__all__ = ["add_options", "requested_backends", "strict_backends", "seed_setting", "run_bigmem", "disk_bench_bytes",
-           "BACKENDS_ENV", "SEED_ENV", "BIGMEM_ENV", "DISK_BENCH_ENV", "DISK_BENCH_DEFAULT_MIB"]
+__all__ = ["add_options", "requested_backends", "strict_backends", "require_tests", "seed_setting", "run_bigmem",
+           "disk_bench_bytes", "BACKENDS_ENV", "SEED_ENV", "BIGMEM_ENV", "REQUIRE_TESTS_ENV", "DISK_BENCH_ENV",
+           "DISK_BENCH_DEFAULT_MIB"]
 
 BACKENDS_ENV = "HARNESS_BACKENDS"
 SEED_ENV = "HARNESS_SEED"
 BIGMEM_ENV = "HARNESS_RUN_BIGMEM"
 DISK_BENCH_ENV = "HARNESS_DISK_BENCH_MIB"
 DISK_BENCH_DEFAULT_MIB = 256  # 1024 (the 1 GiB of issue 9) makes `nox -s bench` about a minute longer
+REQUIRE_TESTS_ENV = "HARNESS_REQUIRE_TESTS"
 RANDOM_SEED = "random"
 
 
@@ -25,6 +27,9 @@ def add_options(parser: pytest.Parser) -> None:
                          "default: every registered backend with a default priority that opens)")
     group.addoption("--strict-backends", action="store_true", default=False,
                     help="fail the session when a requested backend is unavailable instead of skipping its tests")
+    group.addoption("--require-tests", action="store_true", default=False,
+                    help=f"fail the session when no test executed (all skipped, deselected or none collected); env "
+                         f"{REQUIRE_TESTS_ENV}=1")
     group.addoption("--harness-seed", default=None, metavar="SEED",
                     help=f"seed of the rng fixture for every test: an int, or 'random' (env {SEED_ENV}; "
                          "default: a stable seed derived from each test's node id)")
@@ -58,6 +63,11 @@ def requested_backends(config: pytest.Config) -> list[str] | None:
 
 def strict_backends(config: pytest.Config) -> bool:
     return bool(config.getoption("strict_backends"))
+
+
+def require_tests(config: pytest.Config) -> bool:
+    """``--require-tests``, or ``HARNESS_REQUIRE_TESTS`` set to anything but empty or ``0``."""
+    return bool(config.getoption("require_tests")) or os.environ.get(REQUIRE_TESTS_ENV, "0").strip() not in ("", "0")
 
 
 def seed_setting(config: pytest.Config) -> int | str | None:
