@@ -52,7 +52,7 @@ def run_pytest(session: nox.Session, *args: str, env: dict[str, str]) -> None:
 
 @nox.session(name="tests-mockgpu", tags=["needs-cc"])
 def tests_mockgpu(session: nox.Session) -> None:
-    """The real CUDA backend on the emulated GPU (MOCKGPU=1, no GPU needed), in four runs:
+    """The real CUDA backend on the emulated GPU (MOCKGPU=1, no GPU needed):
 
     1. the mock GPU's own tests and the CUDA backend's unit tests;
     2. the harness suites on CUDA with the CUDA C renderer (NVRTC), beside CPU and PYTHON as cross-checks (and the
