@@ -42,7 +42,7 @@ class BackendCounts:
         else:
             return
         self.total[outcome] += 1
-        if (backend := dict(report.user_properties).get(BACKEND_PROPERTY)) is not None:
+        if isinstance(backend := dict(report.user_properties).get(BACKEND_PROPERTY), str):
             self.counts[backend][outcome] += 1
 
     @property
