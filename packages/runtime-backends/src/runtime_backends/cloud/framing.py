@@ -68,10 +68,12 @@ class BodyBuilder:
 
 @dataclass(frozen=True)
 class DecodedBody:
-    """A verified body: ``blobs`` maps datahash -> bytes (the request list included); ``requests`` is the last blob."""
+    """A verified body: ``blobs`` maps datahash -> bytes (the request list included); ``requests`` is the last blob
+    and ``requests_hash`` its datahash."""
 
     blobs: dict[str, bytearray]
     requests: bytearray
+    requests_hash: str
 
 
 class BodyDecoder:
@@ -90,7 +92,7 @@ class BodyDecoder:
         self._limit = total if total is not None else limits.max_body_bytes
         self._blobs: dict[str, bytearray] = {}
         self._count = 0  # blobs started, duplicates included
-        self._last: bytearray | None = None
+        self._last: tuple[str, bytearray] | None = None
         self._header = bytearray()
         self._data = bytearray()  # the blob being filled, while ``_open``
         self._open = False
@@ -104,7 +106,35 @@ class BodyDecoder:
         if self.received + view.nbytes > self._limit:
             raise FramingError(f"body is longer than {self._limit} bytes")
         while view.nbytes:
-            view = self._feed_data(view) if self._open else self._feed_header(view)
+            if self._open:
+                view = self._feed_data(view)
+            elif not self._header and view.nbytes >= HEADER_BYTES:
+                view = self._feed_blob(view)
+            else:
+                view = self._feed_header(view)
+
+    def _feed_blob(self, view: memoryview) -> memoryview:
+        """A blob header at the start of ``view``: take the whole blob at once when ``view`` holds it (the common
+        case for small blobs), else start it."""
+        (length,) = _LENGTH.unpack_from(view, DIGEST_BYTES)
+        if view.nbytes < HEADER_BYTES + length:
+            return self._feed_header(view)
+        self._check_start(length, HEADER_BYTES)
+        self._digest = bytes(view[:DIGEST_BYTES])
+        self._data = bytearray(view[HEADER_BYTES:HEADER_BYTES + length])
+        self._hasher = hashlib.sha256(self._data)
+        self.received += HEADER_BYTES + length
+        self._end_blob()
+        return view[HEADER_BYTES + length:]
+
+    def _check_start(self, length: int, header_pending: int) -> None:
+        """Bounds of the blob about to start, whose header ``header_pending`` bytes are not counted yet."""
+        if self._count >= self.limits.max_blobs:
+            raise FramingError(f"body holds more than {self.limits.max_blobs} blobs")
+        if length > (remaining := self._limit - self.received - header_pending):
+            raise FramingError(f"blob {self._count} declares {length} bytes, but the body has at most {remaining} "
+                               f"more")
+        self._count += 1
 
     def _feed_header(self, view: memoryview) -> memoryview:
         take = min(HEADER_BYTES - len(self._header), view.nbytes)
@@ -115,15 +145,10 @@ class BodyDecoder:
         return view[take:]
 
     def _start_blob(self) -> None:
-        index = self._count
-        if index >= self.limits.max_blobs:
-            raise FramingError(f"body holds more than {self.limits.max_blobs} blobs")
         (length,) = _LENGTH.unpack_from(self._header, DIGEST_BYTES)
-        if length > (remaining := self._limit - self.received):
-            raise FramingError(f"blob {index} declares {length} bytes, but the body has at most {remaining} more")
+        self._check_start(length, 0)
         self._digest = bytes(self._header[:DIGEST_BYTES])
         self._header.clear()
-        self._count += 1
         self._data, self._filled, self._hasher, self._open = bytearray(length), 0, hashlib.sha256(), True
         if length == 0:
             self._end_blob()
@@ -145,8 +170,8 @@ class BodyDecoder:
         if actual != self._digest:
             raise FramingError(f"blob {index} ({len(data)} bytes): its data hashes to {actual.hex()}, the header "
                                f"says {self._digest.hex()}")
-        self._blobs[actual.hex()] = data
-        self._last, self._open = data, False
+        self._blobs[datahash := actual.hex()] = data
+        self._last, self._open = (datahash, data), False
 
     def finish(self) -> DecodedBody:
         """The verified blobs, once the whole body has been fed."""
@@ -159,7 +184,7 @@ class BodyDecoder:
             raise FramingError("body holds no blob; it must end with the request list")
         if self.total is not None and self.received != self.total:
             raise FramingError(f"body ended after {self.received} of {self.total} bytes")
-        return DecodedBody(self._blobs, self._last)
+        return DecodedBody(self._blobs, self._last[1], self._last[0])
 
 
 def decode_body(body: Bytes | Iterable[Bytes], limits: Limits) -> DecodedBody:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Protocol
@@ -69,11 +70,12 @@ class HTTPError(Exception):
 
 class BodySink(Protocol):
     """Receives one request's body: ``feed`` per piece (may raise :class:`HTTPError`: the rest of the body is then
-    read and dropped, and that error answered), ``complete`` once it has all arrived, ``abort`` if it never will."""
+    read and dropped, and that error answered), ``complete`` once it has all arrived -- the response, or an awaitable
+    of it when producing it takes a while -- and ``abort`` if the body never arrives whole."""
 
     def feed(self, chunk: Bytes) -> None: ...
 
-    async def complete(self) -> Response: ...
+    def complete(self) -> Response | Awaitable[Response]: ...
 
     def abort(self) -> None: ...
 
@@ -85,6 +87,7 @@ class Handler(Protocol):
 
 
 _IDLE, _HEAD, _BODY, _BUSY = "idle", "head", "body", "busy"
+_JOIN_BELOW = 64 << 10
 
 
 class HttpConnection(asyncio.Protocol):
@@ -97,6 +100,8 @@ class HttpConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self._phase = _IDLE
         self._timer: asyncio.TimerHandle | None = None
+        self._deadline: float | None = None
+        self._deadline_phase = _IDLE
         self._sink: BodySink | None = None
         self._answer: Response | None = None  # decided at the headers, sent at the end of the (dropped) body
         self._error: HTTPError | None = None  # raised while feeding the body
@@ -127,6 +132,7 @@ class HttpConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timer()
+        self._drop_timer()
         if self.registry is not None:
             self.registry.discard(self)
         if self._sink is not None and self._phase == _BODY:
@@ -206,21 +212,29 @@ class HttpConnection(asyncio.Protocol):
         if error is not None:
             self._respond(error.response())
         elif sink is not None:
-            self._phase = _BUSY
-            if self.transport is not None:
-                self.transport.pause_reading()
-            self._task = asyncio.get_running_loop().create_task(self._complete(sink))
+            self._finish(sink)
         else:
             self._respond(answer or Response(500, b"internal server error: no response"))
 
-    async def _complete(self, sink: BodySink) -> None:
+    def _finish(self, sink: BodySink) -> None:
         try:
-            response = await sink.complete()
-        except HTTPError as e:
-            response = e.response()
+            outcome = sink.complete()
         except Exception as e:
-            log.exception("request failed")
-            response = Response(500, f"internal server error: {type(e).__name__}: {e}".encode())
+            self._respond(_error_response(e))
+            return
+        if isinstance(outcome, Response):
+            self._respond(outcome)
+            return
+        self._phase = _BUSY
+        if self.transport is not None:
+            self.transport.pause_reading()
+        self._task = asyncio.get_running_loop().create_task(self._await(outcome))
+
+    async def _await(self, outcome: Awaitable[Response]) -> None:
+        try:
+            response = await outcome
+        except Exception as e:
+            response = _error_response(e)
         self._task = None
         if self.transport is not None and not self.transport.is_closing():
             self._respond(response)
@@ -236,12 +250,13 @@ class HttpConnection(asyncio.Protocol):
             headers.append(("connection", "close"))
         try:
             reason = HTTPStatus(response.status).phrase.encode()
-            transport.write(self.h11.send(h11.Response(status_code=response.status, headers=headers, reason=reason)))
+            pieces: list[Bytes] = [self.h11.send(h11.Response(status_code=response.status, headers=headers,
+                                                               reason=reason))]
             if memoryview(response.body).nbytes:
                 data = h11.Data(data=response.body)  # type: ignore[arg-type]  # h11 passes any bytes-like through
-                for piece in self.h11.send_with_data_passthrough(data) or ():
-                    transport.write(piece)
-            transport.write(self.h11.send(h11.EndOfMessage()))
+                pieces += self.h11.send_with_data_passthrough(data) or ()
+            pieces.append(self.h11.send(h11.EndOfMessage()))
+            _write(transport, pieces)
             if self.h11.our_state is h11.MUST_CLOSE:
                 transport.close()
                 return
@@ -262,18 +277,34 @@ class HttpConnection(asyncio.Protocol):
         elif self.transport is not None:
             self.transport.close()
 
-    # timeouts
+    # timeouts: one deadline per phase; a phase change only moves it, the timer is rescheduled when it fires early
     def _arm(self, seconds: float, phase: str) -> None:
-        self._cancel_timer()
-        self._timer = asyncio.get_running_loop().call_later(seconds, self._on_timeout, phase)
+        loop = asyncio.get_running_loop()
+        self._deadline, self._deadline_phase = loop.time() + seconds, phase
+        if self._timer is None or self._timer.when() > self._deadline:
+            self._drop_timer()
+            self._timer = loop.call_at(self._deadline, self._check_deadline)
 
     def _cancel_timer(self) -> None:
+        self._deadline = None
+
+    def _drop_timer(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
 
-    def _on_timeout(self, phase: str) -> None:
+    def _check_deadline(self) -> None:
         self._timer = None
+        if self._deadline is None:
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._deadline:
+            self._timer = loop.call_at(self._deadline, self._check_deadline)
+        else:
+            self._on_timeout(self._deadline_phase)
+
+    def _on_timeout(self, phase: str) -> None:
+        self._deadline = None
         if self.transport is None or self.transport.is_closing():
             return
         log.info("closing connection %s: %s timeout", self.transport.get_extra_info("peername"), phase)
@@ -285,6 +316,23 @@ class HttpConnection(asyncio.Protocol):
                           close=True)
         else:
             self.transport.close()
+
+
+def _error_response(e: Exception) -> Response:
+    if isinstance(e, HTTPError):
+        return e.response()
+    log.error("request failed", exc_info=e)
+    return Response(500, f"internal server error: {type(e).__name__}: {e}".encode())
+
+
+def _write(transport: asyncio.Transport, pieces: list[Bytes]) -> None:
+    """Small answers in one write (one segment, one wake-up of the client); large bodies without joining them."""
+    if sum(memoryview(p).nbytes for p in pieces) < _JOIN_BELOW:
+        transport.write(b"".join(pieces))
+    else:
+        for p in pieces:
+            if memoryview(p).nbytes:
+                transport.write(p)
 
 
 def _head(event: h11.Request) -> RequestHead:

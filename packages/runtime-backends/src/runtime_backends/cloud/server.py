@@ -23,13 +23,15 @@ import logging
 import re
 import threading
 import time
+from collections import OrderedDict
+from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 
 from runtime_backends.cloud.framing import BodyDecoder, DecodedBody, FramingError
 from runtime_backends.cloud.http_server import Bytes, HttpConnection, HTTPError, RequestHead, Response
 from runtime_backends.cloud.limits import Limits
 from runtime_backends.cloud.literal import decode_requests
-from runtime_backends.cloud.protocol import SIGNATURE_HEADER, ProtocolError
+from runtime_backends.cloud.protocol import SIGNATURE_HEADER, CopyOut, ProgramAlloc, ProgramExec, ProtocolError, Request
 from runtime_backends.cloud.renderers import describe_renderer
 from runtime_backends.cloud.session import BatchError, BatchResult, Session, release, run_batch
 from runtime_core.device import Compiled, Device
@@ -39,6 +41,9 @@ __all__ = ["CloudServer", "DEFAULT_PORT"]
 log = logging.getLogger(__name__)
 DEFAULT_PORT = 6667
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+_INLINE_BYTES = 256 << 10
+_SMALL_LITERAL = 16 << 10
+_DECODED_ENTRIES = 256
 
 
 class CloudServer:
@@ -69,6 +74,8 @@ class CloudServer:
         self._device_thread = ThreadPoolExecutor(1, thread_name_prefix=f"cloud-{backend.lower()}")
         self._connections: set[HttpConnection] = set()
         self._inflight_bytes = 0
+        self._device_lock = threading.Lock()  # the device thread and small batches run inline on the event loop
+        self._decoded: OrderedDict[str, list[Request]] = OrderedDict()  # event loop only
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
@@ -186,22 +193,52 @@ class CloudServer:
     def unreserve(self, nbytes: int) -> None:
         self._inflight_bytes -= nbytes
 
-    async def run(self, session: Session, body: DecodedBody) -> BatchResult:
+    def run_now(self, session: Session, body: DecodedBody) -> BatchResult | None:
+        """Run a small batch that only moves data (no program loads or launches, at most ``_INLINE_BYTES``) right
+        here on the event loop when the device is idle -- it takes microseconds, less than handing it to the device
+        thread -- and return its result; ``None`` for any other batch (:meth:`run_on_device`). ``BatchError``."""
+        requests = self._decode_small(body)
+        if requests is None or not _moves_little(session, requests, body):
+            return None
+        if not self._device_lock.acquire(blocking=False):
+            return None
+        try:
+            return run_batch(self.dev, session, requests, body.blobs, self.limits)
+        finally:
+            self._device_lock.release()
+
+    async def run_on_device(self, session: Session, body: DecodedBody) -> BatchResult:
         """Run a verified body for ``session`` on the device thread (``BatchError`` if refused or failed)."""
-        return await asyncio.get_running_loop().run_in_executor(self._device_thread, self._run, session, body)
+        requests = self._decode_small(body)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._device_thread, self._run, session, body, requests)
+
+    def _decode_small(self, body: DecodedBody) -> list[Request] | None:
+        """The requests of a request list of at most ``_SMALL_LITERAL`` bytes (``None`` for a larger one, which is
+        decoded on the device thread). Lists are remembered by digest: a client repeating a batch (the same launch,
+        the same copy) is not parsed again; the decoded requests are immutable."""
+        if len(body.requests) > _SMALL_LITERAL:
+            return None
+        if (requests := self._decoded.get(body.requests_hash)) is not None:
+            self._decoded.move_to_end(body.requests_hash)
+            return requests
+        requests = _decode(body.requests, self.limits)
+        self._decoded[body.requests_hash] = requests
+        if len(self._decoded) > _DECODED_ENTRIES:
+            self._decoded.popitem(last=False)
+        return requests
+
+    def _run(self, session: Session, body: DecodedBody, requests: list[Request] | None) -> BatchResult:
+        with self._device_lock:
+            if requests is None:
+                requests = _decode(body.requests, self.limits)
+            return run_batch(self.dev, session, requests, body.blobs, self.limits)
 
     def forget_if_empty(self, session: Session) -> None:
         """End ``session`` if it holds nothing and no request of it is in progress (a client ends its session by
         freeing everything; a failed first request leaves nothing behind either)."""
         if session.empty and not session.busy and self.sessions.get(session.sid) is session:
             del self.sessions[session.sid]
-
-    def _run(self, session: Session, body: DecodedBody) -> BatchResult:
-        try:
-            requests = decode_requests(body.requests, self.limits)
-        except ProtocolError as e:
-            raise BatchError(400, f"bad request list: {e}") from None
-        return run_batch(self.dev, session, requests, body.blobs, self.limits)
 
     # sessions that time out
     async def _reap_forever(self) -> None:
@@ -220,12 +257,16 @@ class CloudServer:
             del self.sessions[s.sid]
             log.info("session %s timed out; freeing %d buffers (%d bytes) and %d programs", s.sid[:8], len(s.buffers),
                      s.held_bytes, len(s.programs))
-            self._device_thread.submit(release, self.dev, s)
+            self._device_thread.submit(self._release, s)
         return [s.sid for s in expired]
+
+    def _release(self, session: Session) -> None:
+        with self._device_lock:
+            release(self.dev, session)
 
     def _release_all(self) -> None:
         for s in list(self.sessions.values()):
-            release(self.dev, s)
+            self._release(s)
         self.sessions.clear()
 
 
@@ -253,22 +294,31 @@ class _BatchSink:
         except FramingError as e:
             raise HTTPError(400, f"bad batch body: {e}") from None
 
-    async def complete(self) -> Response:
+    def complete(self) -> Response | Awaitable[Response]:
+        """The answer at once for a small data-only batch (``CloudServer.run_now``), else an awaitable of it."""
         try:
             body = self.decoder.finish()
             self.server.unreserve(self.reserved)  # the body is whole: it now counts as the session's work
             self.reserved = 0
-            result = await self.server.run(self.session, body)
+            result = self.server.run_now(self.session, body)
         except FramingError as e:
+            self.abort()
             raise HTTPError(400, f"bad batch body: {e}") from None
+        except BatchError as e:
+            self.abort()
+            raise HTTPError(e.status, e.message) from None
+        if result is not None:
+            self.abort()
+            return _answer(result)
+        return self._on_device(body)
+
+    async def _on_device(self, body: DecodedBody) -> Response:
+        try:
+            return _answer(await self.server.run_on_device(self.session, body))
         except BatchError as e:
             raise HTTPError(e.status, e.message) from None
         finally:
             self.abort()
-        headers: tuple[tuple[str, str], ...] = ()
-        if result.signature is not None:
-            headers = ((SIGNATURE_HEADER, f"buffers={result.signature[0]}, vals={result.signature[1]}"),)
-        return Response(200, result.body, "application/octet-stream", headers)
 
     def abort(self) -> None:
         """The request is over (answered, refused or cut): release its reservation and let its session end if empty."""
@@ -277,6 +327,31 @@ class _BatchSink:
             self.server.unreserve(self.reserved)
             self.session.busy -= 1
             self.server.forget_if_empty(self.session)
+
+
+def _answer(result: BatchResult) -> Response:
+    headers: tuple[tuple[str, str], ...] = ()
+    if result.signature is not None:
+        headers = ((SIGNATURE_HEADER, f"buffers={result.signature[0]}, vals={result.signature[1]}"),)
+    return Response(200, result.body, "application/octet-stream", headers)
+
+
+def _decode(text: bytearray, limits: Limits) -> list[Request]:
+    try:
+        return decode_requests(text, limits)
+    except ProtocolError as e:
+        raise BatchError(400, f"bad request list: {e}") from None
+
+
+def _moves_little(session: Session, requests: list[Request], body: DecodedBody) -> bool:
+    """Whether ``requests`` only allocate, free and copy, at most ``_INLINE_BYTES`` in all."""
+    nbytes = sum(len(b) for b in body.blobs.values())
+    for r in requests:
+        if isinstance(r, (ProgramAlloc, ProgramExec)):
+            return False
+        if isinstance(r, CopyOut) and (buf := session.buffers.get(r.buffer_num)) is not None:
+            nbytes += buf.size
+    return nbytes <= _INLINE_BYTES
 
 
 def _allow(request: RequestHead, method: str) -> None:
