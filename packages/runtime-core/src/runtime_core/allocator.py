@@ -57,10 +57,15 @@ class Allocator:
     ``_offset(opaque, size, offset) -> opaque`` (sub-buffer views) and ``_transfer(dest, src, size, src_dev, dest_dev)``
     (device-to-device copies). ``opaque`` is whatever the backend uses as a handle.
 
+    ``copyout_orders``: ``True`` when ``_copyout`` itself runs after all work queued on the device (a queue that is
+    executed in order, as on a CLOUD server), so :meth:`Buffer.copyout` need not ``synchronize()`` first.
+
     ``dev`` is the device the allocator serves (the backend's ``Compiled``, which constructs its allocator with
     ``MyAllocator(self)``), so multi-device backends reach their context in every hook; ``None`` for a free-standing
     allocator (tests, host memory).
     """
+
+    copyout_orders = False
 
     def __init__(self, dev: Any = None) -> None:
         if isinstance(dev, (int, float, str, bytes)):

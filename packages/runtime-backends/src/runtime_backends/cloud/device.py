@@ -59,7 +59,10 @@ class SourceCompiler(Compiler):
 class CloudAllocator(LRUAllocator):
     """Buffers on the server, named by numbers (the opaque handle is the buffer number, an ``int``). Freed buffers are
     kept for reuse like any ``LRUAllocator`` (they stay allocated on the server meanwhile). No views, no zero-copy,
-    no device-to-device transfer: the protocol has none."""
+    no device-to-device transfer: the protocol has none. A copy-out goes in the same batch as the requests queued
+    before it, which the server runs in order (``copyout_orders``): one round trip."""
+
+    copyout_orders = True
 
     def _alloc(self, size: int, spec: BufferSpec) -> int:
         if spec.external_ptr is not None:

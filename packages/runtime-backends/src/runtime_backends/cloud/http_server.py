@@ -173,6 +173,11 @@ class HttpConnection(asyncio.Protocol):
         head = _head(event)
         has_body = head.content_length != 0
         try:
+            # h11 bounds a head that arrives in pieces; one that arrives whole is measured here
+            if (size := len(event.target) + sum(len(k) + len(v) + 4 for k, v in event.headers)) > \
+                    self.limits.max_header_bytes:
+                raise HTTPError(431, f"request headers of {size} bytes exceed the server's limit of "
+                                     f"{self.limits.max_header_bytes} bytes")
             if head.content_length is not None and head.content_length > self.limits.max_body_bytes:
                 raise HTTPError(413, f"request body of {head.content_length} bytes exceeds the server's limit of "
                                      f"{self.limits.max_body_bytes} bytes")

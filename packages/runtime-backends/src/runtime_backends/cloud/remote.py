@@ -5,8 +5,11 @@ Requests are queued and sent together as one batch (one ``POST /batch``) when an
 raised where the program is made, and the server's argument counts let launches be checked locally). A copy-in of
 ``EAGER_COPYIN_BYTES`` or more is sent at once, straight from the caller's memory, instead of keeping a copy of it.
 
-The session ends with :meth:`RemoteSession.close`: every buffer and program still held is freed in one last batch,
-which is how a protocol client ends its session (the server forgets a session that holds nothing).
+A batch the server refuses (it answers an error) changed nothing on the server -- this project's server checks a
+batch whole and rolls back its allocations and frees when a request fails -- so the client forgets that batch's
+allocations and keeps its freed buffers as held. The session ends with :meth:`RemoteSession.close`: every buffer and
+program still held is freed in one last batch, which is how a protocol client ends its session (the server forgets a
+session that holds nothing).
 """
 
 from __future__ import annotations
@@ -65,6 +68,8 @@ class RemoteSession:
         self._last_buffer = 0
         self._programs: dict[ProgramKey, _Loaded] = {}
         self._released: collections.deque[ProgramKey] = collections.deque()  # appended by GC, drained under the lock
+        self._freeing: dict[int, int] = {}  # freed buffers (-> size) whose BufferFree is not answered yet
+        self._refused: set[int] = set()  # allocations the server refused, still referenced by their Buffer
         self.closed = False
 
     # buffers
@@ -80,9 +85,13 @@ class RemoteSession:
         return num
 
     def free(self, num: int) -> None:
-        """Queue freeing buffer ``num``; ``ValueError`` if it is not live."""
+        """Queue freeing buffer ``num``; ``ValueError`` if it is not live. A buffer whose allocation the server
+        refused is just forgotten."""
         with self._lock:
-            self._size(num)
+            if num in self._refused:
+                self._refused.discard(num)
+                return
+            self._freeing[num] = self._size(num)
             del self.live[num]
             self._queue.append(BufferFree(num))
 
@@ -175,6 +184,7 @@ class RemoteSession:
             self.live.clear()
             self._programs.clear()
             self._released.clear()
+            self._refused.clear()
             try:
                 if self._queue and send:
                     self._flush()
@@ -186,9 +196,23 @@ class RemoteSession:
     def _flush(self, into: memoryview | None = None) -> Reply:
         """Send the queue as one batch (the lock is held). The queue is emptied first: a failed batch is not resent."""
         self._drain_released()
-        requests, blobs = self._queue, self._blobs
-        self._queue, self._blobs = [], BodyBuilder()
-        return self.link.request("POST", "/batch", blobs.pieces(encode_requests(requests)), into)
+        requests, blobs, freeing = self._queue, self._blobs, self._freeing
+        self._queue, self._blobs, self._freeing = [], BodyBuilder(), {}
+        try:
+            return self.link.request("POST", "/batch", blobs.pieces(encode_requests(requests)), into)
+        except CloudError as e:
+            if e.status is not None:  # the server answered: it applied none of the batch's allocations and frees
+                self._undo(requests, freeing)
+            raise
+
+    def _undo(self, requests: list[Request], freeing: dict[int, int]) -> None:
+        allocated = {r.buffer_num for r in requests if isinstance(r, BufferAlloc)}
+        for num in allocated:
+            if self.live.pop(num, None) is not None:
+                self._refused.add(num)
+        for num, size in freeing.items():
+            if num not in allocated:
+                self.live[num] = size  # still held on the server: freed when the session ends
 
     def _drain_released(self) -> None:
         while self._released:
