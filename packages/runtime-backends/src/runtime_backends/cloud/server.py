@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 
-from runtime_backends.cloud.framing import BodyDecoder, DecodedBody, FramingError
+from runtime_backends.cloud.framing import Blob, BodyDecoder, BufferPool, DecodedBody, FramingError
 from runtime_backends.cloud.http_server import Bytes, HttpConnection, HTTPError, RequestHead, Response
 from runtime_backends.cloud.limits import Limits
 from runtime_backends.cloud.literal import decode_requests
@@ -44,6 +44,7 @@ _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _INLINE_BYTES = 256 << 10
 _SMALL_LITERAL = 16 << 10
 _DECODED_ENTRIES = 256
+_POOL_BYTES = 256 << 20
 
 
 class CloudServer:
@@ -76,6 +77,7 @@ class CloudServer:
         self._inflight_bytes = 0
         self._device_lock = threading.Lock()  # the device thread and small batches run inline on the event loop
         self._decoded: OrderedDict[str, list[Request]] = OrderedDict()  # event loop only
+        self.pool = BufferPool(min(self.limits.max_body_bytes, _POOL_BYTES))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
@@ -281,7 +283,7 @@ class _BatchSink:
         except HTTPError:
             server.forget_if_empty(session)
             raise
-        self.decoder = BodyDecoder(server.limits, length)
+        self.decoder = BodyDecoder(server.limits, length, server.pool)
         self.session.busy += 1  # not reaped while its body arrives
         self._open = True
 
@@ -324,6 +326,7 @@ class _BatchSink:
         """The request is over (answered, refused or cut): release its reservation and let its session end if empty."""
         if self._open:
             self._open = False
+            self.server.pool.give(self.decoder.buffers())
             self.server.unreserve(self.reserved)
             self.session.busy -= 1
             self.server.forget_if_empty(self.session)
@@ -336,7 +339,7 @@ def _answer(result: BatchResult) -> Response:
     return Response(200, result.body, "application/octet-stream", headers)
 
 
-def _decode(text: bytearray, limits: Limits) -> list[Request]:
+def _decode(text: Blob, limits: Limits) -> list[Request]:
     try:
         return decode_requests(text, limits)
     except ProtocolError as e:

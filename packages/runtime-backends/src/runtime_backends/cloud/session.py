@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime_backends.cloud.framing import Blob
 from runtime_backends.cloud.limits import Limits
 from runtime_backends.cloud.protocol import (
     BufferAlloc,
@@ -94,7 +95,7 @@ class _Plan:
     new_buffers: dict[int, _Buffer] = field(default_factory=dict)  # by index of the BufferAlloc request
 
 
-def run_batch(dev: Compiled, session: Session, requests: list[Request], blobs: Mapping[str, bytearray],
+def run_batch(dev: Compiled, session: Session, requests: list[Request], blobs: Mapping[str, Blob],
               limits: Limits) -> BatchResult:
     """Check, prepare and apply ``requests`` on ``dev`` for ``session`` (see the module docstring); ``BatchError``."""
     _check(session, requests, blobs, limits)
@@ -137,7 +138,7 @@ class _Names:
         return self.programs[key] if key in self.programs else key in self.session.programs
 
 
-def _check(session: Session, requests: list[Request], blobs: Mapping[str, bytearray], limits: Limits) -> None:
+def _check(session: Session, requests: list[Request], blobs: Mapping[str, Blob], limits: Limits) -> None:
     names = _Names(session)
     for i, r in enumerate(requests):
         if isinstance(r, BufferAlloc):
@@ -187,7 +188,7 @@ def _size(names: _Names, num: int, i: int, r: Request) -> int:
     return size
 
 
-def _blob(blobs: Mapping[str, bytearray], datahash: str, i: int, r: Request) -> bytearray:
+def _blob(blobs: Mapping[str, Blob], datahash: str, i: int, r: Request) -> Blob:
     if datahash not in blobs:
         raise BatchError(400, f"{_where(i, r)}: the body holds no blob with datahash {datahash}")
     return blobs[datahash]
@@ -201,7 +202,7 @@ def _program_key(names: _Names, r: ProgramFree | ProgramExec, i: int) -> Program
     return key
 
 
-def _prepare(dev: Compiled, session: Session, requests: list[Request], blobs: Mapping[str, bytearray]) -> _Plan:
+def _prepare(dev: Compiled, session: Session, requests: list[Request], blobs: Mapping[str, Blob]) -> _Plan:
     plan = _Plan()
     try:
         for i, r in enumerate(requests):
@@ -221,12 +222,12 @@ def _prepare(dev: Compiled, session: Session, requests: list[Request], blobs: Ma
     return plan
 
 
-def _load(dev: Compiled, r: ProgramAlloc, blob: bytearray, i: int) -> Any:
+def _load(dev: Compiled, r: ProgramAlloc, blob: Blob, i: int) -> Any:
     where = _where(i, r)
     if dev.compiler is None or dev.runtime is None:
         raise BatchError(400, f"{where}: device {dev.device} runs no programs (it has no compiler or runtime)")
     try:
-        source = blob.decode("utf-8")
+        source = bytes(blob).decode("utf-8")
     except UnicodeDecodeError as e:
         raise BatchError(400, f"{where}: program source is not UTF-8: {e}") from None
     lib = _device_call(dev.compiler.compile_cached, source, where=where)
@@ -253,7 +254,7 @@ class _Journal:
     dropped: dict[ProgramKey, Any] = field(default_factory=dict)
 
 
-def _apply(dev: Compiled, session: Session, requests: list[Request], blobs: Mapping[str, bytearray],
+def _apply(dev: Compiled, session: Session, requests: list[Request], blobs: Mapping[str, Blob],
            plan: _Plan) -> BatchResult:
     journal = _Journal()
     body: bytes | bytearray = b""
@@ -273,7 +274,7 @@ def _apply(dev: Compiled, session: Session, requests: list[Request], blobs: Mapp
     return BatchResult(body, signature)
 
 
-def _apply_one(dev: Compiled, session: Session, r: Request, blobs: Mapping[str, bytearray], plan: _Plan, i: int,
+def _apply_one(dev: Compiled, session: Session, r: Request, blobs: Mapping[str, Blob], plan: _Plan, i: int,
                journal: _Journal) -> bytes | bytearray | None:
     where = _where(i, r)
     if isinstance(r, BufferAlloc):
