@@ -13,7 +13,10 @@ nox.options.reuse_existing_virtualenvs = True
 PACKAGES = ["packages/runtime-core", "packages/runtime-backends", "mock_gpu", "harness"]
 UNIT_TESTS = ["packages/runtime-core/tests", "packages/runtime-backends/tests", "mock_gpu/tests", "harness/tests"]
 SUITES = ["harness/src/harness/suites"]
-TEST_DEPS = ["pytest>=7", "pytest-xdist>=3", "pytest-benchmark>=4"]
+TEST_DEPS = ["pytest>=7", "pytest-xdist>=3", "pytest-benchmark>=4", "hypothesis>=6.100"]
+CLOUD_TESTS = "packages/runtime-backends/tests/cloud"
+CLOUD_BACKENDS = "CLOUD:CPU,CLOUD:PYTHON"
+CLOUD_FUZZ_EXAMPLES = "2000"  # per property test; 6 of them: 12,000 fuzz cases per tests-cloud run
 NVRTC_DEPS = ["cuda-bindings>=12", "nvidia-cuda-nvrtc"]
 
 
@@ -49,6 +52,21 @@ def tests_mockgpu(session: nox.Session) -> None:
     install_packages(session, *TEST_DEPS, *NVRTC_DEPS)
     session.run("pytest", "-n", os.environ.get("PYTEST_WORKERS", "auto"), "mock_gpu/tests", *session.posargs,
                 env={"MOCKGPU": "1"})
+
+
+@nox.session(name="tests-cloud")
+def tests_cloud(session: nox.Session) -> None:
+    """The CLOUD backend: its protocol, server, client and interop tests with the fuzz tests at full size (12,000
+    cases), then the harness suites (kernels, buffers, transfers, cloud) over CLOUD:CPU and CLOUD:PYTHON, each served by
+    an in-process server. Extra arguments go to both pytest runs.
+    """
+    require_c_compiler(session)
+    install_packages(session, *TEST_DEPS)
+    workers = os.environ.get("PYTEST_WORKERS", "auto")
+    session.run("pytest", "-n", workers, "-p", "no:cacheprovider", CLOUD_TESTS, *session.posargs,
+                env={"CLOUD_FUZZ_EXAMPLES": CLOUD_FUZZ_EXAMPLES})
+    session.run("pytest", "-n", workers, "-p", "no:cacheprovider", *SUITES, "--backends", CLOUD_BACKENDS,
+                "--strict-backends", *session.posargs)
 
 
 @nox.session

@@ -274,3 +274,11 @@ def test_foreign_renderer_is_refused_at_open(monkeypatch: pytest.MonkeyPatch) ->
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_view_at_offset_zero_copies_its_bytes_only(remote: CloudDevice) -> None:
+    base = _buffer(remote, [1, 2, 3, 4])
+    view = base.view(2, dtypes.int32, offset=0)
+    view.copyin(np.array([-7, -8], np.int32))
+    assert view.numpy().tolist() == [-7, -8]
+    assert base.numpy().tolist() == [-7, -8, 3, 4]

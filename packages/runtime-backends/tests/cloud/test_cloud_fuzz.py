@@ -24,7 +24,8 @@ from runtime_backends.cloud.literal import decode_requests
 from runtime_backends.cloud.server import CloudServer
 
 # the decoder silences the tokenizer's warnings about hostile texts; pytest records warnings its own way
-pytestmark = pytest.mark.filterwarnings("ignore::SyntaxWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::SyntaxWarning"),
+              pytest.mark.filterwarnings("ignore:invalid escape sequence:DeprecationWarning")]
 LIMITS = Limits()
 u63 = st.integers(0, 2**63 - 1)
 datahash = st.binary(min_size=32, max_size=32).map(bytes.hex)

@@ -9,6 +9,7 @@ import http.client
 import json
 import socket
 import sqlite3
+import struct
 import threading
 import time
 from pathlib import Path
@@ -275,3 +276,19 @@ def test_too_many_sessions_get_503() -> None:
 def test_cloud_cannot_serve_itself() -> None:
     with pytest.raises(ValueError, match="serves a device of this machine"):
         CloudServer("CLOUD:CPU", port=0)
+
+
+def test_copyin_shorter_than_the_buffer_fills_its_start(conn: http.client.HTTPConnection) -> None:
+    h = blob(b"abcd")[0]
+    reply = post(conn, wire_body(f"[BufferAlloc(1, 8, {spec()}), CopyIn(1, '{h}'), CopyOut(1)]", b"abcd"))
+    assert (reply.status, reply.body) == (200, b"abcd\0\0\0\0")  # a PYTHON buffer starts zeroed
+
+
+def test_chunked_body_refused_midway_is_answered_at_once(server: CloudServer) -> None:
+    s = _raw(server)
+    s.sendall(b"POST /batch HTTP/1.1\r\nHost: x\r\nCookie: session=c\r\nTransfer-Encoding: chunked\r\n\r\n"
+              b"30\r\n" + b"\xff" * 32 + struct.pack("<Q", 1 << 40) + b"\r\n")  # a blob longer than any body
+    answer = s.recv(1000)
+    assert answer.startswith(b"HTTP/1.1 400") and b"declares 1099511627776 bytes" in answer
+    assert s.recv(100) == b""  # closed: nothing bounds the rest of a chunked body
+    s.close()

@@ -107,6 +107,7 @@ class HttpConnection(asyncio.Protocol):
         self._error: HTTPError | None = None  # raised while feeding the body
         self._task: asyncio.Task[None] | None = None
         self._write_paused = False
+        self._chunked = False  # the request's body has no declared length
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -171,7 +172,7 @@ class HttpConnection(asyncio.Protocol):
         self._phase = _BODY
         self._arm(self.limits.body_timeout_s, _BODY)
         head = _head(event)
-        has_body = head.content_length != 0
+        has_body, self._chunked = head.content_length != 0, head.content_length is None
         try:
             # h11 bounds a head that arrives in pieces; one that arrives whole is measured here
             if (size := len(event.target) + sum(len(k) + len(v) + 4 for k, v in event.headers)) > \
@@ -204,11 +205,14 @@ class HttpConnection(asyncio.Protocol):
             self._sink.feed(data)
         except HTTPError as e:
             self._error = e
-            self._sink.abort()
         except Exception as e:
             log.exception("body handler failed")
             self._error = HTTPError(500, f"internal server error: {type(e).__name__}: {e}")
+        if self._error is not None:
             self._sink.abort()
+            if self._chunked:  # no declared length bounds what is left to drop: answer now and close
+                self._sink, error, self._error = None, self._error, None
+                self._respond(error.response(), close=True)
 
     def _on_end(self) -> None:
         self._cancel_timer()

@@ -28,8 +28,8 @@ CALLABLES: dict[str, Callable[..., Any]] = {cls.__name__: cls for cls in (*REQUE
 _CONSTANT_TYPES = (int, str, bool, type(None))
 _SEPARATORS = (b",", b"(", b"[", b"=", b"-")
 _FILENAME = "<cloud request list>"
-# the tokenizer warns about oddities such as "1if" in hostile texts; refused anyway, they need not fill the log
-warnings.filterwarnings("ignore", category=SyntaxWarning, module=r"<cloud request list>\Z")
+# the tokenizer warns about oddities such as "1if" or "\\d" in hostile texts; refused anyway, they need not fill the log
+warnings.filterwarnings("ignore", module=r"<cloud request list>\Z")
 _NODES_PER_REQUEST = 64
 """A request's text holds at most ~20 separators (a ProgramExec with 3-dim sizes); the bound leaves room for bufs/vals."""
 

@@ -286,8 +286,7 @@ def _apply_one(dev: Compiled, session: Session, r: Request, blobs: Mapping[str, 
         session.held_bytes -= buf.size
         journal.freed.append((r.buffer_num, buf))
     elif isinstance(r, CopyIn):
-        _device_call(dev.allocator._copyin, session.buffers[r.buffer_num].opaque, memoryview(blobs[r.datahash]),
-                     where=where)
+        _copy_in(dev, session.buffers[r.buffer_num], memoryview(blobs[r.datahash]), where)
     elif isinstance(r, CopyOut):
         buf = session.buffers[r.buffer_num]
         out = bytearray(buf.size)
@@ -305,6 +304,22 @@ def _apply_one(dev: Compiled, session: Session, r: Request, blobs: Mapping[str, 
     elif isinstance(r, ProgramExec):
         return _exec(session, r, where)
     return None
+
+
+def _copy_in(dev: Compiled, buf: _Buffer, data: memoryview, where: str) -> None:
+    """Copy ``data`` into the start of ``buf``: the whole buffer, or a prefix of it (a client's view at offset 0)
+    through an ``_offset`` view, or by rewriting the whole buffer where the allocator has no views."""
+    allocator = dev.allocator
+    if data.nbytes == buf.size:
+        _device_call(allocator._copyin, buf.opaque, data, where=where)
+    elif allocator.supports("_offset"):
+        _device_call(allocator._copyin, allocator._offset(buf.opaque, data.nbytes, 0), data, where=where)
+    else:
+        whole = bytearray(buf.size)
+        _device_call(dev.synchronize, where=where)
+        _device_call(allocator._copyout, memoryview(whole), buf.opaque, where=where)
+        whole[:data.nbytes] = data
+        _device_call(allocator._copyin, buf.opaque, memoryview(whole), where=where)
 
 
 def _exec(session: Session, r: ProgramExec, where: str) -> bytes | None:
