@@ -13,6 +13,8 @@ nox.options.reuse_existing_virtualenvs = True
 PACKAGES = ["packages/runtime-core", "packages/runtime-backends", "mock_gpu", "harness"]
 UNIT_TESTS = ["packages/runtime-core/tests", "packages/runtime-backends/tests", "mock_gpu/tests", "harness/tests"]
 SUITES = ["harness/src/harness/suites"]
+TRANSFER_SUITES = ["harness/src/harness/suites/test_transfers.py", "harness/src/harness/suites/test_buffers.py"]
+CUDA_UNIT_TESTS = "packages/runtime-backends/tests/cuda"
 TEST_DEPS = ["pytest>=7", "pytest-xdist>=3", "pytest-benchmark>=4", "hypothesis>=6.100"]
 CLOUD_TESTS = "packages/runtime-backends/tests/cloud"
 CLOUD_BACKENDS = "CLOUD:CPU,CLOUD:PYTHON"
@@ -46,12 +48,45 @@ def tests_cpu(session: nox.Session) -> None:
                 *UNIT_TESTS, *SUITES, *session.posargs)
 
 
+def run_pytest(session: nox.Session, *args: str, env: dict[str, str]) -> None:
+    session.run("pytest", "-n", os.environ.get("PYTEST_WORKERS", "auto"), "-p", "no:cacheprovider", *args,
+                *session.posargs, env=env)
+
+
 @nox.session(name="tests-mockgpu")
 def tests_mockgpu(session: nox.Session) -> None:
-    """The mock GPU's own tests: driver API, PTX interpreter and the NVRTC-compiled kernel corpus."""
+    """The real CUDA backend on the emulated GPU (MOCKGPU=1, no GPU needed), in four runs:
+
+    1. the mock GPU's own tests and the CUDA backend's unit tests;
+    2. the harness suites on CUDA with the CUDA C renderer (NVRTC), beside CPU and PYTHON as cross-checks (and the
+       > 2 GiB index case on CUDA);
+    3. the harness suites on CUDA with the PTX renderer (PTX=1), the > 2 GiB index case included;
+    4. the transfers and buffers suites on two emulated devices (MOCKGPU_DEVICES=2: CUDA, CUDA:1) and CPU.
+
+    Extra arguments go to every pytest run, e.g. `nox -s tests-mockgpu -- -x`.
+    """
+    require_c_compiler(session)
     install_packages(session, *TEST_DEPS, *NVRTC_DEPS)
-    session.run("pytest", "-n", os.environ.get("PYTEST_WORKERS", "auto"), "mock_gpu/tests", *session.posargs,
-                env={"MOCKGPU": "1"})
+    mock = {"MOCKGPU": "1", "MOCKGPU_DEVICES": "1", "PTX": "0"}
+    run_pytest(session, "mock_gpu/tests", CUDA_UNIT_TESTS, env=mock)
+    run_pytest(session, *SUITES, "--backends", "CUDA,CPU,PYTHON", "--strict-backends", env=mock)
+    run_pytest(session, "harness/src/harness/suites/test_kernels.py", "--backends", "CUDA", "--strict-backends",
+               "--run-bigmem", "-k", "large_index", env=mock)
+    run_pytest(session, *SUITES, "--backends", "CUDA", "--strict-backends", "--run-bigmem", env={**mock, "PTX": "1"})
+    run_pytest(session, *TRANSFER_SUITES, "--backends", "CUDA,CUDA:1,CPU", "--strict-backends",
+               env={**mock, "MOCKGPU_DEVICES": "2"})
+
+
+@nox.session(name="tests-cuda")
+def tests_cuda(session: nox.Session) -> None:
+    """The harness suites on a real NVIDIA GPU through cuda.bindings (MOCKGPU=0), with the CUDA C and the PTX
+    renderer, and the transfers suite between CUDA and CPU. `--strict-backends`: without a usable GPU the run fails
+    (it does not skip) with the reason CUDA is unavailable. More GPUs: `nox -s tests-cuda -- --backends CUDA,CUDA:1`.
+    """
+    install_packages(session, *TEST_DEPS, *NVRTC_DEPS)
+    real = {"MOCKGPU": "0", "PTX": "0"}
+    run_pytest(session, *SUITES, "--backends", "CUDA,CPU", "--strict-backends", "--run-bigmem", env=real)
+    run_pytest(session, *SUITES, "--backends", "CUDA", "--strict-backends", "--run-bigmem", env={**real, "PTX": "1"})
 
 
 @nox.session(name="tests-cloud")
@@ -62,11 +97,8 @@ def tests_cloud(session: nox.Session) -> None:
     """
     require_c_compiler(session)
     install_packages(session, *TEST_DEPS)
-    workers = os.environ.get("PYTEST_WORKERS", "auto")
-    session.run("pytest", "-n", workers, "-p", "no:cacheprovider", CLOUD_TESTS, *session.posargs,
-                env={"CLOUD_FUZZ_EXAMPLES": CLOUD_FUZZ_EXAMPLES})
-    session.run("pytest", "-n", workers, "-p", "no:cacheprovider", *SUITES, "--backends", CLOUD_BACKENDS,
-                "--strict-backends", *session.posargs)
+    run_pytest(session, CLOUD_TESTS, env={"CLOUD_FUZZ_EXAMPLES": CLOUD_FUZZ_EXAMPLES})
+    run_pytest(session, *SUITES, "--backends", CLOUD_BACKENDS, "--strict-backends", env={})
 
 
 @nox.session
@@ -92,9 +124,11 @@ def report(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff over the whole tree."""
-    session.install("ruff>=0.4")
+    """ruff over the whole tree, and the architecture contract (`lint-imports`, contracts in pyproject.toml):
+    harness -> runtime_backends -> runtime_core, mock_gpu importing nothing of ours, no import cycles in a package."""
+    install_packages(session, "ruff>=0.4", "import-linter>=2.1")
     session.run("ruff", "check", ".")
+    session.run("lint-imports", "--no-cache")
 
 
 @nox.session

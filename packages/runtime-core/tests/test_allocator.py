@@ -65,7 +65,7 @@ def test_lru_oom_empties_cache_and_retries_once():
     a.free(x, 80)
     y = a.alloc(50)  # 80 cached + 50 > 100: the cache is dropped and the retry succeeds
     assert a.cached_bytes == 0 and a.live == {y: 50}
-    with pytest.raises(MemoryError):
+    with pytest.raises(MemoryError, match="device full"):
         a.alloc(200)
 
 

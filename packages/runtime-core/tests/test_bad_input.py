@@ -416,7 +416,7 @@ def test_param_slots_of_mixed_types_raise_irerror():
 
 _NSRC_EXPECTED = {Ops.PARAM: {0}, Ops.VAR: {0}, Ops.SPECIAL: {0}, Ops.CONST: {0}, Ops.LOCAL: {0}, Ops.BARRIER: {0},
                   Ops.ACC: {1}, Ops.CAST: {1}, Ops.BITCAST: {1}, Ops.ENDRANGE: {1}, Ops.IF: {1}, Ops.ENDIF: {1},
-                  Ops.ASSIGN: {2}, Ops.RANGE: {2}, Ops.WHERE: {3}, Ops.LOAD: {2, 4}, Ops.STORE: {3, 4},
+                  Ops.ASSIGN: {2}, Ops.RANGE: {2}, Ops.WHERE: {3}, Ops.FMA: {3}, Ops.LOAD: {2, 4}, Ops.STORE: {3, 4},
                   **{op: {1} for op in (Ops.NEG, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.TRUNC)}}
 
 
@@ -490,7 +490,7 @@ def test_hostile_ir_json_raises_irerror(text, match):
 def test_hostile_deep_argument_nesting_raises_irerror():
     arg = '{"t":[' * 400 + "]}" * 400
     text = _doc(ops=[]).replace('"ops": []', f'"ops": [["SPECIAL", "int32", [], {arg}]]')
-    with pytest.raises(IRError):
+    with pytest.raises(IRError, match="op 0 SPECIAL: arg must be"):
         loads(text)
 
 

@@ -140,9 +140,10 @@ class Buffer:
         base = self.base
         if base is None or not base.is_allocated:
             raise RuntimeError(f"{self!r}: the base buffer is not allocated")
-        if self.offset == 0:
-            return base._opaque
-        if not self.allocator.supports("_offset"):
+        offset_views = self.allocator.supports("_offset")
+        if self.offset == 0 and (self.nbytes == base.nbytes or not offset_views):
+            return base._opaque  # a smaller view gets its own handle where it can: handles may carry their size
+        if not offset_views:
             raise NotImplementedError(f"{self.device} does not support buffer views at an offset")
         return self.allocator._offset(base._opaque, self.nbytes, self.offset)
 

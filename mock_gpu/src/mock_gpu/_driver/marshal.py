@@ -1,4 +1,6 @@
-"""Host pointers and kernel parameters in the forms cuda-python's driver functions accept.
+"""Argument marshalling: host pointers, sizes and kernel parameters in the forms cuda-python's driver functions
+accept (CUDA driver API 6.13 "Memory Management" for host pointers, 6.22 "Execution Control" for cuLaunchKernel's
+``kernelParams`` and ``extra``).
 
 Host pointers (``srcHost``/``dstHost`` of cuMemcpy*, ``kernelParams``, ``extra``): ``None`` (NULL), an ``int``
 address, or an object with the buffer protocol (bytes, bytearray, numpy array, ctypes object), whose buffer
@@ -22,16 +24,15 @@ import enum
 from typing import Any
 
 import numpy as np
+from cuda.bindings.driver import CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE, CU_LAUNCH_PARAM_END
 
-from ._types import CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE, CU_LAUNCH_PARAM_END
-from .errors import error
+from ..errors import error
 
 _PTR = ctypes.sizeof(ctypes.c_void_p)
 # The widest alignment a C compiler gives a parameter struct on x86-64/aarch64 (long double, __int128):
 # a CU_LAUNCH_PARAM_BUFFER_SIZE up to the kernel's parameter bytes rounded up to it is padding, not a mismatch.
 _MAX_STRUCT_ALIGN = 16
 MIN_HOST_ADDRESS = 1 << 16  # the lowest pages are never mapped: such an int is a mistake, not a pointer
-_MIN_HOST_ADDRESS = MIN_HOST_ADDRESS
 
 
 def host_address(obj: Any, what: str) -> tuple[int, int | None]:
@@ -117,7 +118,7 @@ def pack_params(kernel: Any, kernel_params: Any, extra: Any) -> bytes:
     if given_params and extra_addr:
         raise error("CUDA_ERROR_INVALID_VALUE", "both kernelParams and extra were given; pass one of them")
     if extra_addr:
-        if extra_addr < _MIN_HOST_ADDRESS:
+        if extra_addr < MIN_HOST_ADDRESS:
             raise error("CUDA_ERROR_INVALID_VALUE", f"extra address {extra_addr:#x} is not a host address")
         return _from_extra(kernel, extra_addr)
     if not given_params:
@@ -128,7 +129,7 @@ def pack_params(kernel: Any, kernel_params: Any, extra: Any) -> bytes:
     if isinstance(kernel_params, tuple):
         return _from_values(kernel, kernel_params)
     address, length = host_address(kernel_params, "kernelParams")
-    if address < _MIN_HOST_ADDRESS:
+    if address < MIN_HOST_ADDRESS:
         raise error("CUDA_ERROR_INVALID_VALUE", f"kernelParams address {address:#x} is not a host address")
     if length is not None and length < _PTR * len(kernel.params):
         raise error("CUDA_ERROR_INVALID_VALUE", f"kernel {kernel.name!r} takes {len(kernel.params)} parameters but "

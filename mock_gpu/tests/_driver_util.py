@@ -1,5 +1,5 @@
-"""Shared helpers of the driver and corpus tests (imported by them; holds no tests): a fresh emulated system per
-test configured through the environment, `check` for result tuples, NVRTC compilation and kernel launching."""
+"""Shared helpers of the driver and corpus tests (imported by them; holds no tests and no fixtures, which live in
+conftest.py): `check` for result tuples, NVRTC compilation, buffers and kernel launching."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import ctypes
 import functools
 import glob
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -29,31 +29,6 @@ def report() -> str:
     text = mock_gpu.last_error_report()
     assert text is not None, "no driver call has failed"
     return text
-
-
-@pytest.fixture
-def make_system(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Any]]:
-    """Start a fresh system with the given MOCKGPU_* variables; returns the current (primary) context of device 0."""
-
-    def start(**env: str) -> Any:
-        for name in ("MOCKGPU_DEVICES", "MOCKGPU_ARCH", "MOCKGPU_MEMORY", "MOCKGPU_LAUNCH_TIMEOUT"):
-            monkeypatch.delenv(name, raising=False)
-        for key, value in env.items():
-            monkeypatch.setenv(f"MOCKGPU_{key.upper()}", value)
-        mock_gpu.reset()
-        check(cu.cuInit(0))
-        ctx = check(cu.cuDevicePrimaryCtxRetain(check(cu.cuDeviceGet(0))))
-        check(cu.cuCtxSetCurrent(ctx))
-        return ctx
-
-    yield start
-    mock_gpu.reset()
-
-
-@pytest.fixture
-def ctx(make_system: Callable[..., Any]) -> Any:
-    """A default system (1 device, sm_90, 16 GiB) with device 0's primary context current."""
-    return make_system()
 
 
 def cuda_include_dir() -> str | None:
@@ -123,3 +98,74 @@ def launch(fn: Any, grid: Sequence[int], block: Sequence[int], args: Sequence[tu
 
 PTR = None  # the kernelParams type of a CUdeviceptr argument (passed by reference, as cuda-python does)
 I32, U32, U64, F32, F64 = ctypes.c_int, ctypes.c_uint, ctypes.c_uint64, ctypes.c_float, ctypes.c_double
+
+
+# Hand-written PTX (no NVRTC needed): fill(out, value, n) sets out[i] = value for the n first u32; mirror(out, in)
+# reverses one block's u32 values through dynamic shared memory (4 bytes per thread: launch with sharedMemBytes).
+KERNELS_PTX = b"""
+.version 8.0
+.target sm_90
+.address_size 64
+.extern .shared .align 4 .b8 dyn[];
+.visible .entry fill(.param .u64 out, .param .u32 value, .param .u32 n)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r1, [value];
+    ld.param.u32 %r2, [n];
+    mov.u32 %r3, %ctaid.x;
+    mov.u32 %r4, %ntid.x;
+    mov.u32 %r5, %tid.x;
+    mad.lo.u32 %r3, %r3, %r4, %r5;
+    setp.ge.u32 %p1, %r3, %r2;
+    @%p1 ret;
+    mul.wide.u32 %rd2, %r3, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r1;
+    ret;
+}
+.visible .entry mirror(.param .u64 out, .param .u64 in)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u64 %rd2, [in];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, %ntid.x;
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd4, %rd2, %rd3;
+    ld.global.u32 %r3, [%rd4];
+    mov.u32 %r4, dyn;
+    shl.b32 %r5, %r1, 2;
+    add.u32 %r5, %r4, %r5;
+    st.shared.u32 [%r5], %r3;
+    bar.sync 0;
+    sub.u32 %r6, %r2, %r1;
+    sub.u32 %r6, %r6, 1;
+    shl.b32 %r6, %r6, 2;
+    add.u32 %r6, %r4, %r6;
+    ld.shared.u32 %r7, [%r6];
+    add.s64 %rd5, %rd1, %rd3;
+    st.global.u32 [%rd5], %r7;
+    ret;
+}
+"""
+
+
+def kernels() -> dict[str, Any]:
+    """The functions of :data:`KERNELS_PTX`, loaded into the current context."""
+    module = check(cu.cuModuleLoadData(KERNELS_PTX))
+    return {name: check(cu.cuModuleGetFunction(module, name.encode())) for name in ("fill", "mirror")}
+
+
+def fill(fn: Any, out: Any, value: int, n: int, stream: Any = None) -> None:
+    """Enqueue fill(out, value, n) on ``stream`` (one thread per element, 128 per block)."""
+    check(launch(fn, (-(-n // 128), 1, 1), (128, 1, 1), [(out, PTR), (value, U32), (n, U32)], stream=stream))
+
+
+def pinned(nbytes: int) -> np.ndarray:
+    """A uint8 numpy view of ``nbytes`` of page-locked host memory from cuMemHostAlloc."""
+    address = check(cu.cuMemHostAlloc(nbytes, 0))
+    return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(address))

@@ -1,4 +1,6 @@
-"""Plumbing shared by the driver API modules: the process's emulated system, the result-tuple convention, contexts.
+"""Plumbing shared by the driver API modules: the process's emulated system, the result-tuple convention, the
+current context and stream handles (CUDA driver API 6.8 "Context Management" for the per-thread context stack,
+6.18 "Stream Management" for the NULL / CU_STREAM_LEGACY / CU_STREAM_PER_THREAD handles).
 
 cuda-python's driver functions return a tuple ``(CUresult, *outputs)``; on failure the outputs are ``None``
 (e.g. ``cuMemAlloc`` -> ``(CUDA_ERROR_OUT_OF_MEMORY, None)``). :func:`api` gives an implementation function that
@@ -12,9 +14,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ._driver_state import Context, Stream, System
-from ._types import CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, CUresult
-from .errors import REPORTS, DriverError, error
+from cuda.bindings.driver import CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, CUresult
+
+from ..errors import REPORTS, DriverError, error
+from .handles import Context, Stream, System
 
 _holder_lock = threading.Lock()
 _system: System | None = None
@@ -43,7 +46,8 @@ def api(outputs: int) -> Callable[[Callable[..., tuple]], Callable[..., tuple]]:
     """Decorate a driver function returning ``outputs`` values so that it returns ``(CUresult, *values)``.
 
     Calls are serialized by the system lock (the driver API is thread-safe). A DriverError becomes its result code
-    followed by ``outputs`` Nones, with its report logged and kept for :func:`mock_gpu.last_error_report`.
+    followed by ``outputs`` Nones, with its report logged and kept for :func:`mock_gpu.last_error_report`. The
+    wrapper's ``outputs`` attribute tells how many values follow the CUresult.
     """
 
     def wrap(fn: Callable[..., tuple]) -> Callable[..., tuple]:
@@ -61,6 +65,7 @@ def api(outputs: int) -> Callable[[Callable[..., tuple]], Callable[..., tuple]]:
                 return (exc.result, *([None] * outputs))
             return (CUresult.CUDA_SUCCESS, *values)
 
+        call.outputs = outputs  # type: ignore[attr-defined]
         return call
 
     return wrap
@@ -85,18 +90,37 @@ def raise_if_sticky(ctx: Context) -> None:
                           f"GPU; destroy or reset it): {ctx.sticky.report}")
 
 
+def poison(ctx: Context, err: DriverError) -> DriverError:
+    """Make ``err`` the context's sticky error (a fault in device work, as on a GPU) and return it for raising."""
+    ctx.sticky = err
+    return err
+
+
 def resolve_stream(handle: Any) -> Stream:
-    """The stream for ``handle``: NULL, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD mean the current context's default.
+    """The stream for ``handle``: NULL and CU_STREAM_LEGACY mean the current context's legacy default stream,
+    CU_STREAM_PER_THREAD this thread's default stream of it (CUDA driver API 3, "Stream synchronization behavior").
 
     Raises CUDA_ERROR_INVALID_HANDLE for an unknown handle and the context's sticky error if it was poisoned.
     """
     sys_ = system()
     value = 0 if handle is None else int(handle)
-    if value in (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD):
+    if value in (0, CU_STREAM_LEGACY):
         ctx = current_ctx()
-        if ctx.default_stream is None:
-            ctx.default_stream = Stream(0, ctx, 0)
-        return ctx.default_stream
+        if ctx.legacy is None:
+            ctx.legacy = _default_stream(ctx, legacy=True)
+        return ctx.legacy
+    if value == CU_STREAM_PER_THREAD:
+        ctx = current_ctx()
+        thread = threading.get_ident()
+        if thread not in ctx.per_thread:
+            ctx.per_thread[thread] = _default_stream(ctx, legacy=False)
+        return ctx.per_thread[thread]
     stream = sys_.lookup(value, Stream, "stream")
     raise_if_sticky(stream.ctx)
+    return stream
+
+
+def _default_stream(ctx: Context, *, legacy: bool) -> Stream:
+    stream = Stream(0, ctx, 0, legacy=legacy)
+    ctx.streams.append(stream)
     return stream
