@@ -236,10 +236,9 @@ def _load(dev: Compiled, r: ProgramAlloc, blob: Blob, i: int) -> Any:
 
 def _check_launch(prg: Any, r: ProgramExec, i: int) -> None:
     """Refuse a launch whose buffer/val counts or sizes the loaded program says are wrong, before anything runs."""
-    nbufs, nvals = getattr(prg, "nbufs", None), getattr(prg, "nvals", None)
-    if isinstance(nbufs, int) and isinstance(nvals, int):
+    if (counts := arg_counts(prg)) is not None:
         try:
-            check_launch(r.name, r.bufs, r.vals, nbufs, nvals, r.global_size or (1,), r.local_size or (1,))
+            check_launch(r.name, r.bufs, r.vals, *counts, r.global_size or (1,), r.local_size or (1,))
         except ValueError as e:
             raise BatchError(400, f"{_where(i, r)}: {e}") from None
 
@@ -266,7 +265,7 @@ def _apply(dev: Compiled, session: Session, requests: list[Request], blobs: Mapp
             _undo(dev, session, plan, journal)
             raise
         if isinstance(r, ProgramAlloc):
-            signature = _signature(session.programs[(r.name, r.datahash)])
+            signature = arg_counts(session.programs[(r.name, r.datahash)])
         if out is not None:
             body = out
     for _, buf in journal.freed:
@@ -359,9 +358,15 @@ def _free_quietly(dev: Compiled, buf: _Buffer, sid: str) -> None:
         log.warning("session %s: freeing %d bytes failed: %s", sid[:8], buf.size, e)
 
 
-def _signature(prg: Any) -> tuple[int, int] | None:
-    nbufs, nvals = getattr(prg, "nbufs", None), getattr(prg, "nvals", None)
-    return (nbufs, nvals) if isinstance(nbufs, int) and isinstance(nvals, int) else None
+def arg_counts(prg: Any) -> tuple[int, int] | None:
+    """``(buffers, vals)`` a loaded program takes, when it tells: ``nbufs``/``nvals`` on the program (PYTHON) or on its
+    ``signature`` (CUDA), or ``buffers``/``vals`` on its ``signature`` (CPU); ``None`` otherwise (a foreign kernel)."""
+    for holder in (prg, getattr(prg, "signature", None)):
+        for many, few in (("nbufs", "nvals"), ("buffers", "vals")):
+            nbufs, nvals = getattr(holder, many, None), getattr(holder, few, None)
+            if type(nbufs) is int and type(nvals) is int:
+                return nbufs, nvals
+    return None
 
 
 def _where(i: int, r: Request) -> str:
