@@ -15,6 +15,7 @@ import hashlib
 import struct
 import threading
 from collections.abc import Iterable
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 
 from runtime_backends.cloud.limits import Limits
@@ -24,6 +25,8 @@ __all__ = ["DIGEST_BYTES", "HEADER_BYTES", "FramingError", "blob_header", "BodyB
            "BufferPool", "decode_body"]
 
 DIGEST_BYTES = 32
+HASH_STEP = 4 << 20
+"""Bytes of a large blob hashed per job on the hashing thread."""
 HEADER_BYTES = DIGEST_BYTES + 8
 _LENGTH = struct.Struct("<Q")
 
@@ -114,7 +117,8 @@ class DecodedBody:
 
 class BodyDecoder:
     """Incremental reader of one body of ``total`` bytes (``None`` when the length is not known in advance, as with
-    chunked transfer encoding; ``limits.max_body_bytes`` bounds it then).
+    chunked transfer encoding; ``limits.max_body_bytes`` bounds it then). Large blobs come from ``pool`` when given
+    and are hashed on the one-thread executor ``hashing`` when given, as they arrive.
 
     :meth:`feed` takes the body's bytes in pieces of any size and raises :class:`FramingError` as soon as something is
     wrong: a declared length longer than the rest of the body, a digest that does not match its data, more than
@@ -122,8 +126,11 @@ class BodyDecoder:
     holds no blob at all. Memory is allocated per blob only after its length has been checked.
     """
 
-    def __init__(self, limits: Limits, total: int | None, pool: BufferPool | None = None) -> None:
-        self.limits, self.total, self.pool = limits, total, pool
+    def __init__(self, limits: Limits, total: int | None, pool: BufferPool | None = None,
+                 hashing: Executor | None = None) -> None:
+        self.limits, self.total, self.pool, self.hashing = limits, total, pool, hashing
+        self._hashed = 0  # bytes of the open blob handed to the hasher
+        self._hash_jobs: list[Future[None]] = []
         self.received = 0
         self._limit = total if total is not None else limits.max_body_bytes
         self._blobs: dict[str, Blob] = {}
@@ -186,23 +193,37 @@ class BodyDecoder:
         self._digest = bytes(self._header[:DIGEST_BYTES])
         self._header.clear()
         self._data = self.pool.take(length) if self.pool is not None else bytearray(length)
-        self._filled, self._hasher, self._open = 0, hashlib.sha256(), True
+        self._filled, self._hashed, self._hasher, self._open = 0, 0, hashlib.sha256(), True
         if length == 0:
             self._end_blob()
 
     def _feed_data(self, view: memoryview) -> memoryview:
         take = min(len(self._data) - self._filled, view.nbytes)
-        piece = view[:take]
-        self._data[self._filled:self._filled + take] = piece
-        self._hasher.update(piece)
+        self._data[self._filled:self._filled + take] = view[:take]
         self._filled += take
         self.received += take
+        self._hash_filled(self._filled == len(self._data))
         if self._filled == len(self._data):
             self._end_blob()
         return view[take:]
 
+    def _hash_filled(self, last: bool) -> None:
+        """Hash what has arrived of the open blob: in steps of ``HASH_STEP`` on the hashing thread when there is one
+        (hashlib releases the GIL, so it overlaps with receiving the rest), else here."""
+        if self._filled - self._hashed < (HASH_STEP if self.hashing is not None else 1) and not last:
+            return
+        region = memoryview(self._data)[self._hashed:self._filled]
+        self._hashed = self._filled
+        if self.hashing is None or len(self._data) < HASH_STEP:
+            self._hasher.update(region)
+        else:
+            self._hash_jobs.append(self.hashing.submit(self._hasher.update, region))
+
     def _end_blob(self) -> None:
         data, index = self._data, self._count - 1
+        for job in self._hash_jobs:  # in submission order on a one-thread executor: the hash is complete after them
+            job.result()
+        self._hash_jobs.clear()
         actual = self._hasher.digest()
         if actual != self._digest:
             raise FramingError(f"blob {index} ({len(data)} bytes): its data hashes to {actual.hex()}, the header "

@@ -78,6 +78,7 @@ class CloudServer:
         self._device_lock = threading.Lock()  # the device thread and small batches run inline on the event loop
         self._decoded: OrderedDict[str, list[Request]] = OrderedDict()  # event loop only
         self.pool = BufferPool(min(self.limits.max_body_bytes, _POOL_BYTES))
+        self.hashing = ThreadPoolExecutor(1, thread_name_prefix="cloud-hash")  # one thread: jobs stay in order
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
@@ -109,6 +110,7 @@ class CloudServer:
         self._thread.start()
         started.wait()
         if failure:
+            self.close()
             raise failure[0]
         return self
 
@@ -133,6 +135,7 @@ class CloudServer:
         except RuntimeError:  # at interpreter exit the executor takes no more work (and its thread is idle)
             self._release_all()
         self._device_thread.shutdown()
+        self.hashing.shutdown()
         self.dev.finalize()
 
     async def _main(self, started: threading.Event | None) -> None:
@@ -283,7 +286,7 @@ class _BatchSink:
         except HTTPError:
             server.forget_if_empty(session)
             raise
-        self.decoder = BodyDecoder(server.limits, length, server.pool)
+        self.decoder = BodyDecoder(server.limits, length, server.pool, server.hashing)
         self.session.busy += 1  # not reaped while its body arrives
         self._open = True
 
