@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Protocol
@@ -49,12 +49,14 @@ class RequestHead:
 
 @dataclass(frozen=True)
 class Response:
-    """A response to send: ``status``, ``body`` and extra ``headers`` (name, value)."""
+    """A response to send: ``status``, ``body`` and extra ``headers`` (name, value). ``sent`` is called once the body
+    has left the process (or the connection is gone): until then the transport may still read ``body``."""
 
     status: int
     body: Bytes = b""
     content_type: str = "text/plain; charset=utf-8"
     headers: tuple[tuple[str, str], ...] = ()
+    sent: Callable[[], None] | None = None
 
 
 class HTTPError(Exception):
@@ -107,11 +109,13 @@ class HttpConnection(asyncio.Protocol):
         self._error: HTTPError | None = None  # raised while feeding the body
         self._task: asyncio.Task[None] | None = None
         self._write_paused = False
+        self._unsent: list[Callable[[], None]] = []  # ``sent`` callbacks of answers not yet written out
         self._chunked = False  # the request's body has no declared length
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        transport.set_write_buffer_limits(high=0)  # type: ignore[attr-defined]  # told when an answer has left
         if self.registry is not None:
             self.registry.add(self)
         sock = transport.get_extra_info("socket")
@@ -134,6 +138,7 @@ class HttpConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timer()
         self._drop_timer()
+        self._flushed()
         if self.registry is not None:
             self.registry.discard(self)
         if self._sink is not None and self._phase == _BODY:
@@ -145,6 +150,7 @@ class HttpConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        self._flushed()
         if self._phase == _IDLE and self.transport is not None and not self.transport.is_closing():
             self.transport.resume_reading()
 
@@ -253,6 +259,8 @@ class HttpConnection(asyncio.Protocol):
         transport = self.transport
         if transport is None:
             return
+        if response.sent is not None:
+            self._unsent.append(response.sent)
         headers = [("content-length", str(memoryview(response.body).nbytes)), ("content-type", response.content_type),
                    *response.headers]
         if close:
@@ -266,6 +274,8 @@ class HttpConnection(asyncio.Protocol):
                 pieces += self.h11.send_with_data_passthrough(data) or ()
             pieces.append(self.h11.send(h11.EndOfMessage()))
             _write(transport, pieces)
+            if transport.get_write_buffer_size() == 0:
+                self._flushed()
             if self.h11.our_state is h11.MUST_CLOSE:
                 transport.close()
                 return
@@ -279,6 +289,10 @@ class HttpConnection(asyncio.Protocol):
         if not self._write_paused:
             transport.resume_reading()
         self._pump()  # a pipelined request may already be buffered
+
+    def _flushed(self) -> None:
+        while self._unsent:
+            self._unsent.pop(0)()
 
     def _protocol_error(self, e: h11.RemoteProtocolError) -> None:
         if self.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):

@@ -208,7 +208,7 @@ class CloudServer:
         if not self._device_lock.acquire(blocking=False):
             return None
         try:
-            return run_batch(self.dev, session, requests, body.blobs, self.limits)
+            return run_batch(self.dev, session, requests, body.blobs, self.limits, self.pool)
         finally:
             self._device_lock.release()
 
@@ -237,7 +237,7 @@ class CloudServer:
         with self._device_lock:
             if requests is None:
                 requests = _decode(body.requests, self.limits)
-            return run_batch(self.dev, session, requests, body.blobs, self.limits)
+            return run_batch(self.dev, session, requests, body.blobs, self.limits, self.pool)
 
     def forget_if_empty(self, session: Session) -> None:
         """End ``session`` if it holds nothing and no request of it is in progress (a client ends its session by
@@ -314,12 +314,12 @@ class _BatchSink:
             raise HTTPError(e.status, e.message) from None
         if result is not None:
             self.abort()
-            return _answer(result)
+            return _answer(result, self.server.pool)
         return self._on_device(body)
 
     async def _on_device(self, body: DecodedBody) -> Response:
         try:
-            return _answer(await self.server.run_on_device(self.session, body))
+            return _answer(await self.server.run_on_device(self.session, body), self.server.pool)
         except BatchError as e:
             raise HTTPError(e.status, e.message) from None
         finally:
@@ -335,11 +335,13 @@ class _BatchSink:
             self.server.forget_if_empty(self.session)
 
 
-def _answer(result: BatchResult) -> Response:
+def _answer(result: BatchResult, pool: BufferPool) -> Response:
     headers: tuple[tuple[str, str], ...] = ()
     if result.signature is not None:
         headers = ((SIGNATURE_HEADER, f"buffers={result.signature[0]}, vals={result.signature[1]}"),)
-    return Response(200, result.body, "application/octet-stream", headers)
+    body = result.body
+    sent = (lambda: pool.give([body])) if isinstance(body, memoryview) else None
+    return Response(200, body, "application/octet-stream", headers, sent)
 
 
 def _decode(text: Blob, limits: Limits) -> list[Request]:

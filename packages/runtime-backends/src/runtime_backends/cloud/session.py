@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime_backends.cloud.framing import Blob
+from runtime_backends.cloud.framing import Blob, BufferPool
 from runtime_backends.cloud.limits import Limits
 from runtime_backends.cloud.protocol import (
     BufferAlloc,
@@ -83,9 +83,10 @@ class Session:
 @dataclass(frozen=True)
 class BatchResult:
     """``body``: the last CopyOut's bytes or the last waited ProgramExec's seconds as text (``b""`` when neither);
-    ``signature``: ``(buffers, vals)`` of the last ProgramAlloc's program when the device tells them."""
+    ``signature``: ``(buffers, vals)`` of the last ProgramAlloc's program when the device tells them. A body taken
+    from the ``pool`` given to :func:`run_batch` goes back to it once sent."""
 
-    body: bytes | bytearray
+    body: Blob | bytes
     signature: tuple[int, int] | None = None
 
 
@@ -93,13 +94,16 @@ class BatchResult:
 class _Plan:
     new_programs: dict[ProgramKey, Any] = field(default_factory=dict)
     new_buffers: dict[int, _Buffer] = field(default_factory=dict)  # by index of the BufferAlloc request
+    pool: BufferPool | None = None
 
 
 def run_batch(dev: Compiled, session: Session, requests: list[Request], blobs: Mapping[str, Blob],
-              limits: Limits) -> BatchResult:
-    """Check, prepare and apply ``requests`` on ``dev`` for ``session`` (see the module docstring); ``BatchError``."""
+              limits: Limits, pool: BufferPool | None = None) -> BatchResult:
+    """Check, prepare and apply ``requests`` on ``dev`` for ``session`` (see the module docstring); ``BatchError``.
+    CopyOut answers are copied into buffers from ``pool`` when given."""
     _check(session, requests, blobs, limits)
     plan = _prepare(dev, session, requests, blobs)
+    plan.pool = pool
     try:
         return _apply(dev, session, requests, blobs, plan)
     finally:
@@ -256,17 +260,19 @@ class _Journal:
 def _apply(dev: Compiled, session: Session, requests: list[Request], blobs: Mapping[str, Blob],
            plan: _Plan) -> BatchResult:
     journal = _Journal()
-    body: bytes | bytearray = b""
+    body: Blob | bytes = b""
     signature = None
     for i, r in enumerate(requests):
         try:
             out = _apply_one(dev, session, r, blobs, plan, i, journal)
         except BaseException:
             _undo(dev, session, plan, journal)
+            _give(plan, body)
             raise
         if isinstance(r, ProgramAlloc):
             signature = arg_counts(session.programs[(r.name, r.datahash)])
         if out is not None:
+            _give(plan, body)  # an earlier answer that this one replaces
             body = out
     for _, buf in journal.freed:
         _free_quietly(dev, buf, session.sid)
@@ -274,7 +280,7 @@ def _apply(dev: Compiled, session: Session, requests: list[Request], blobs: Mapp
 
 
 def _apply_one(dev: Compiled, session: Session, r: Request, blobs: Mapping[str, Blob], plan: _Plan, i: int,
-               journal: _Journal) -> bytes | bytearray | None:
+               journal: _Journal) -> Blob | bytes | None:
     where = _where(i, r)
     if isinstance(r, BufferAlloc):
         session.buffers[r.buffer_num] = plan.new_buffers.pop(i)
@@ -288,9 +294,13 @@ def _apply_one(dev: Compiled, session: Session, r: Request, blobs: Mapping[str, 
         _copy_in(dev, session.buffers[r.buffer_num], memoryview(blobs[r.datahash]), where)
     elif isinstance(r, CopyOut):
         buf = session.buffers[r.buffer_num]
-        out = bytearray(buf.size)
-        _device_call(dev.synchronize, where=where)
-        _device_call(dev.allocator._copyout, memoryview(out), buf.opaque, where=where)
+        out = plan.pool.take(buf.size) if plan.pool is not None else bytearray(buf.size)
+        try:
+            _device_call(dev.synchronize, where=where)
+            _device_call(dev.allocator._copyout, memoryview(out), buf.opaque, where=where)
+        except BaseException:
+            _give(plan, out)
+            raise
         return out
     elif isinstance(r, ProgramAlloc):
         key = (r.name, r.datahash)
@@ -342,6 +352,11 @@ def _undo(dev: Compiled, session: Session, plan: _Plan, journal: _Journal) -> No
         session.programs.pop(key, None)
     session.programs.update(journal.dropped)
     _discard(dev, plan)
+
+
+def _give(plan: _Plan, body: Blob | bytes) -> None:
+    if plan.pool is not None and isinstance(body, memoryview):
+        plan.pool.give([body])
 
 
 def _discard(dev: Compiled, plan: _Plan) -> None:
