@@ -153,7 +153,7 @@ def test_connect_gives_up_after_its_deadline_with_a_clear_message() -> None:
     start = time.monotonic()
     with pytest.raises(CloudConnectionError, match=r"cannot reach a CLOUD server at 127.0.0.1:\d+.*attempts.*serve"):
         link.get("/renderer")
-    assert 0.5 < time.monotonic() - start < 3
+    assert 0.5 < time.monotonic() - start < 5
 
 
 def test_a_mute_server_times_out() -> None:
@@ -164,7 +164,7 @@ def test_a_mute_server_times_out() -> None:
         start = time.monotonic()
         with pytest.raises(CloudTimeoutError, match="did not answer GET /renderer within 0.5 s"):
             link.get("/renderer")
-        assert time.monotonic() - start < 3
+        assert time.monotonic() - start < 5
 
 
 def test_bad_host_and_foreign_renderer_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:

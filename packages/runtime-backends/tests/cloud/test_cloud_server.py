@@ -197,7 +197,7 @@ def test_slow_headers_body_and_idle_connections_are_cut(server: CloudServer) -> 
     start = time.monotonic()
     assert slow_head.recv(100) == b""  # closed without an answer after header_timeout_s
     assert b"408 Request Timeout" in slow_body.recv(1000)
-    assert time.monotonic() - start < SMALL.header_timeout_s + 2
+    assert time.monotonic() - start < SMALL.header_timeout_s + 5  # generous: CI machines are loaded
     idle.settimeout(SMALL.idle_timeout_s + 3)
     assert idle.recv(100) == b""
     for s in (slow_head, slow_body, idle):
