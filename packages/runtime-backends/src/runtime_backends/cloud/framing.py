@@ -72,8 +72,8 @@ class BodyBuilder:
 
 
 class BufferPool:
-    """Receive buffers of large blobs, kept for the next body: a fresh 64 MiB buffer costs ~16,000 page faults each
-    time (as much as hashing it), a reused one none. Buffers below ``MIN_BYTES`` are not pooled; at most
+    """Large buffers (received blobs, copy-out answers) kept for reuse: a fresh 64 MiB buffer costs ~16,000 page
+    faults each time (as much as hashing it), a reused one none. Buffers below ``MIN_BYTES`` are not pooled; at most
     ``max_bytes`` are kept idle. Thread-safe."""
 
     MIN_BYTES = 1 << 20

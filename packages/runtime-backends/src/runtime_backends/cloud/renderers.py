@@ -1,10 +1,11 @@
 """The ``GET /renderer`` answer: which renderer the server's device uses, as JSON ``[module, class, args]``.
 
 The server describes its device's renderer the way the reference system does (``type(r).__module__``,
-``type(r).__name__`` and the constructor arguments from ``r.__reduce__()`` when it returns ``(type(r), args)``, else
-none). The client builds the same renderer locally, so kernels are rendered on the client and their source travels.
-It accepts only this project's own renderers: a ``runtime_core.Renderer`` subclass defined in a module under
-``runtime_backends`` (never the cloud backend itself), with JSON scalar arguments; nothing else is imported.
+``type(r).__name__`` and the constructor arguments from ``r.__reduce__()``, which a renderer whose constructor takes
+arguments defines to return ``(type(r), args)``; none otherwise). The client builds the same renderer locally, so
+kernels are rendered on the client and their source travels. It accepts only this project's own renderers: a
+``runtime_core.Renderer`` subclass defined in a module under ``runtime_backends`` (never the cloud backend itself),
+with JSON scalar arguments; nothing else is imported.
 """
 
 from __future__ import annotations
