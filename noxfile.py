@@ -89,10 +89,31 @@ def tests_cuda(session: nox.Session) -> None:
     run_pytest(session, *SUITES, "--backends", "CUDA", "--strict-backends", "--run-bigmem", env={**real, "PTX": "1"})
 
 
-TEST_DEPS = ["pytest>=7", "pytest-xdist>=3", "pytest-benchmark>=4", "pytest-split>=0.9", "hypothesis>=6.100"]
-CLOUD_TESTS = "packages/runtime-backends/tests/cloud"
-CLOUD_BACKENDS = "CLOUD:CPU,CLOUD:PYTHON"
-CLOUD_FUZZ_EXAMPLES = "2000"  # per property test; 6 of them: 12,000 fuzz cases per tests-cloud run
+@nox.session(name="tests-disk")
+def tests_disk(session: nox.Session) -> None:
+    """The DISK backend's tests and the harness DISK suite, on both read paths (io_uring and the preadv fallback).
+
+    pytest's header says which path DISK copies take here ("DISK read path: ..."); with REQUIRE_IO_URING=1 (set in
+    docker/io_uring) the session fails when io_uring did not run. Files go to $TMPDIR: point it at a disk-backed
+    directory (not tmpfs) for the cold-cache and O_DIRECT cases to run.
+    """
+    install_packages(session, *TEST_DEPS, "safetensors")
+    run_pytest(session, *DISK_TESTS, env={})
+
+
+@nox.session(name="tests-cloud", tags=["needs-cc"])
+def tests_cloud(session: nox.Session) -> None:
+    """The CLOUD backend: its protocol, server, client and interop tests with the fuzz tests at full size (12,000
+    cases), then the harness suites (kernels, buffers, transfers, cloud) over CLOUD:CPU and CLOUD:PYTHON, each served by
+    an in-process server. Extra arguments go to both pytest runs.
+    """
+    require_c_compiler(session)
+    install_packages(session, *TEST_DEPS)
+    run_pytest(session, CLOUD_TESTS, env={"CLOUD_FUZZ_EXAMPLES": CLOUD_FUZZ_EXAMPLES})
+    run_pytest(session, *SUITES, "--backends", CLOUD_BACKENDS, "--strict-backends", env={})
+
+
+@nox.session(tags=["needs-cc"])
 def bench(session: nox.Session) -> None:
     """The main job: benchmarks on every available backend, then the regression report (reports/report.*).
 
