@@ -98,7 +98,7 @@ def _load(text: str | bytes) -> Kernel:
 
 class PythonProgram:
     """Kernel ``name`` of IR text ``lib`` on ``dev``, run by the numpy interpreter; follows the
-    ``runtime_core.program.Program`` protocol; ``nbufs``/``nvals`` are its argument counts (as ``CPUProgram``'s).
+    ``runtime_core.program.Program`` protocol; ``nbufs``/``nvals`` are its buffer and val counts.
     ``CompileError`` for invalid IR or a kernel of another name."""
 
     def __init__(self, dev: Compiled, name: str, lib: bytes) -> None:
