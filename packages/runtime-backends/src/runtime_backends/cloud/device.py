@@ -37,6 +37,7 @@ from runtime_core.buffer_spec import BufferSpec
 from runtime_core.compiler import Compiler
 from runtime_core.device import Compiled, Device, DeviceError, default_order
 from runtime_core.program import check_launch
+from runtime_core.sink import CopySink, HostSink
 
 __all__ = ["CloudDevice", "CloudAllocator", "CloudProgram", "SourceCompiler"]
 
@@ -59,8 +60,9 @@ class SourceCompiler(Compiler):
 class CloudAllocator(LRUAllocator):
     """Buffers on the server, named by numbers (the opaque handle is the buffer number, an ``int``). Freed buffers are
     kept for reuse like any ``LRUAllocator`` (they stay allocated on the server meanwhile). No views, no zero-copy,
-    no device-to-device transfer: the protocol has none. A copy-out goes in the same batch as the requests queued
-    before it, which the server runs in order (``copyout_orders``): one round trip."""
+    no device-to-device transfer: the protocol has none. A streamed copy into a CLOUD buffer is staged in host memory.
+    A copy-out goes in the same batch as the requests queued before it, which the server runs in order
+    (``copyout_orders``): one round trip."""
 
     copyout_orders = True
 
@@ -78,6 +80,21 @@ class CloudAllocator(LRUAllocator):
 
     def _copyout(self, dest: memoryview, src: int) -> None:
         self.dev.remote.copyout(dest, src)
+
+    def _sink(self, dest: int, size: int) -> CopySink:
+        return _StagedSink(self.dev.remote, dest, size)
+
+
+class _StagedSink(HostSink):
+    """A streamed copy (``Buffer.copy_from`` a DISK buffer) into CLOUD buffer ``num``: the source reads straight into
+    host memory, which goes to the server as one CopyIn at the end (the protocol has no partial copy-in)."""
+
+    def __init__(self, remote: RemoteSession, num: int, size: int) -> None:
+        super().__init__(memoryview(bytearray(size)))
+        self.remote, self.num = remote, num
+
+    def finish(self) -> None:
+        self.remote.copyin(self.num, self.view)
 
 
 class CloudProgram:
