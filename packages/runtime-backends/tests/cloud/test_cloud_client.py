@@ -282,3 +282,17 @@ def test_view_at_offset_zero_copies_its_bytes_only(remote: CloudDevice) -> None:
     view.copyin(np.array([-7, -8], np.int32))
     assert view.numpy().tolist() == [-7, -8]
     assert base.numpy().tolist() == [-7, -8, 3, 4]
+
+
+def test_streamed_copy_is_staged_and_sent_at_finish(remote: CloudDevice) -> None:
+    buf = _buffer(remote, [0] * 8)
+    remote.synchronize()
+    sink = buf.copy_sink()
+    assert sink is not None and sink.host is not None
+    data = np.arange(8, dtype=np.int32).view(np.uint8)
+    sink.deliver(memoryview(data[16:]), 16, None)  # pieces in any order
+    sink.deliver(memoryview(data[:16]), 0, None)
+    sent = len(remote.posts)
+    sink.finish()
+    assert buf.numpy().tolist() == list(range(8))
+    assert len(remote.posts) == sent + 1  # the copy-in went with the copy-out's batch
