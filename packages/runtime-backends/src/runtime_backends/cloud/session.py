@@ -374,14 +374,9 @@ def _free_quietly(dev: Compiled, buf: _Buffer, sid: str) -> None:
 
 
 def arg_counts(prg: Any) -> tuple[int, int] | None:
-    """``(buffers, vals)`` a loaded program takes, when it tells: ``nbufs``/``nvals`` on the program (PYTHON) or on its
-    ``signature`` (CUDA), or ``buffers``/``vals`` on its ``signature`` (CPU); ``None`` otherwise (a foreign kernel)."""
-    for holder in (prg, getattr(prg, "signature", None)):
-        for many, few in (("nbufs", "nvals"), ("buffers", "vals")):
-            nbufs, nvals = getattr(holder, many, None), getattr(holder, few, None)
-            if type(nbufs) is int and type(nvals) is int:
-                return nbufs, nvals
-    return None
+    """``(buffers, vals)`` a loaded program takes (``Program.arg_counts``), ``None`` when it cannot tell."""
+    counts = getattr(prg, "arg_counts", None)
+    return counts if isinstance(counts, tuple) and len(counts) == 2 and all(type(c) is int for c in counts) else None
 
 
 def _where(i: int, r: Request) -> str:
