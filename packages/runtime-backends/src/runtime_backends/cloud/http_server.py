@@ -89,6 +89,7 @@ class Handler(Protocol):
 
 
 _IDLE, _HEAD, _BODY, _BUSY = "idle", "head", "body", "busy"
+_SEND = "send"  # a deadline only: an answer still in the write buffer
 _JOIN_BELOW = 64 << 10
 
 
@@ -109,6 +110,8 @@ class HttpConnection(asyncio.Protocol):
         self._error: HTTPError | None = None  # raised while feeding the body
         self._task: asyncio.Task[None] | None = None
         self._write_paused = False
+        self._pumping = False  # inside _pump: an answer given there must not pump again (pipelined requests recurse)
+        self._head_request = False  # the request being answered is a HEAD (its answer carries no body)
         self._unsent: list[Callable[[], None]] = []  # ``sent`` callbacks of answers not yet written out
         self._chunked = False  # the request's body has no declared length
 
@@ -133,7 +136,7 @@ class HttpConnection(asyncio.Protocol):
     def eof_received(self) -> bool:
         self.h11.receive_data(b"")
         self._pump()
-        return False
+        return True  # half-closed: the requests still buffered (or running) are answered; h11 then says closed
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timer()
@@ -152,11 +155,24 @@ class HttpConnection(asyncio.Protocol):
         self._write_paused = False
         self._flushed()
         if self._phase == _IDLE and self.transport is not None and not self.transport.is_closing():
+            self._arm(self.limits.idle_timeout_s, _IDLE)
             self.transport.resume_reading()
+            self._pump()  # pipelined requests wait in h11's buffer until the previous answer has left
 
     # parsing
     def _pump(self) -> None:
+        if self._pumping:
+            return
+        self._pumping = True
+        try:
+            self._pump_events()
+        finally:
+            self._pumping = False
+
+    def _pump_events(self) -> None:
         while self._task is None and self.transport is not None and not self.transport.is_closing():
+            if self._write_paused and self._phase == _IDLE:
+                return  # a client that sends requests without reading answers: no answers pile up in memory
             try:
                 event = self.h11.next_event()
             except h11.RemoteProtocolError as e:
@@ -179,7 +195,10 @@ class HttpConnection(asyncio.Protocol):
         self._arm(self.limits.body_timeout_s, _BODY)
         head = _head(event)
         has_body, self._chunked = head.content_length != 0, head.content_length is None
+        self._head_request = head.method == "HEAD"
         try:
+            if self._chunked and "content-length" in head.headers:  # RFC 9112 section 6.3: a smuggling attempt
+                raise HTTPError(400, "request has both Transfer-Encoding and Content-Length; send one of them")
             # h11 bounds a head that arrives in pieces; one that arrives whole is measured here
             if (size := len(event.target) + sum(len(k) + len(v) + 4 for k, v in event.headers)) > \
                     self.limits.max_header_bytes:
@@ -202,7 +221,7 @@ class HttpConnection(asyncio.Protocol):
             return
         self._sink = outcome
         if self.h11.they_are_waiting_for_100_continue and self.transport is not None:
-            self.transport.write(self.h11.send(h11.InformationalResponse(status_code=100, headers=[])))
+            self.transport.write(self.h11.send(h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")))
 
     def _on_data(self, data: bytes) -> None:
         if self._sink is None or self._error is not None:
@@ -269,7 +288,7 @@ class HttpConnection(asyncio.Protocol):
             reason = HTTPStatus(response.status).phrase.encode()
             pieces: list[Bytes] = [self.h11.send(h11.Response(status_code=response.status, headers=headers,
                                                                reason=reason))]
-            if memoryview(response.body).nbytes:
+            if memoryview(response.body).nbytes and not self._head_request:
                 data = h11.Data(data=response.body)  # type: ignore[arg-type]  # h11 passes any bytes-like through
                 pieces += self.h11.send_with_data_passthrough(data) or ()
             pieces.append(self.h11.send(h11.EndOfMessage()))
@@ -277,18 +296,26 @@ class HttpConnection(asyncio.Protocol):
             if transport.get_write_buffer_size() == 0:
                 self._flushed()
             if self.h11.our_state is h11.MUST_CLOSE:
-                transport.close()
+                self._close_after_sending(transport)
                 return
             self.h11.start_next_cycle()
         except h11.LocalProtocolError as e:  # the request cannot be followed by another on this connection
             log.debug("closing connection after the response: %s", e)
-            transport.close()
+            self._close_after_sending(transport)
             return
         self._phase = _IDLE
-        self._arm(self.limits.idle_timeout_s, _IDLE)
-        if not self._write_paused:
+        if self._write_paused:  # resume_writing reads (and pumps) again once the client has taken the answer
+            self._arm(self.limits.body_timeout_s, _SEND)
+            transport.pause_reading()
+        else:
+            self._arm(self.limits.idle_timeout_s, _IDLE)
             transport.resume_reading()
         self._pump()  # a pipelined request may already be buffered
+
+    def _close_after_sending(self, transport: asyncio.Transport) -> None:
+        transport.close()  # asyncio sends what is buffered first: bounded by the send deadline
+        if self._write_paused:
+            self._arm(self.limits.body_timeout_s, _SEND)
 
     def _flushed(self) -> None:
         while self._unsent:
@@ -328,7 +355,14 @@ class HttpConnection(asyncio.Protocol):
 
     def _on_timeout(self, phase: str) -> None:
         self._deadline = None
-        if self.transport is None or self.transport.is_closing():
+        if self.transport is None:
+            return
+        if phase == _SEND:  # a client that does not read its answer holds it in memory: drop the connection
+            log.info("dropping connection %s: answer not taken within %s s", self.transport.get_extra_info("peername"),
+                     self.limits.body_timeout_s)
+            self.transport.abort()
+            return
+        if self.transport.is_closing():
             return
         log.info("closing connection %s: %s timeout", self.transport.get_extra_info("peername"), phase)
         if phase == _BODY:

@@ -27,7 +27,8 @@ class Limits:
         max_sessions: sessions held at once (``503`` for a new one beyond it).
         idle_timeout_s: a keep-alive connection with no request in progress is closed after this long.
         header_timeout_s: time from a request's first byte to the end of its headers (slow-header clients are cut).
-        body_timeout_s: time to receive a whole body once its headers have arrived.
+        body_timeout_s: time to receive a whole body once its headers have arrived, and to send an answer (a client
+            that does not read its answer is dropped after it).
         session_timeout_s: a session without a request for this long is ended and its buffers and programs freed.
     """
 
