@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import tracemalloc
 from dataclasses import fields
 
 import pytest
@@ -168,12 +169,40 @@ def test_bounds_on_length_depth_and_count() -> None:
         decode_requests(b" " * 101, small)
     with pytest.raises(LiteralError, match="deeper than 5 levels"):
         decode_requests(b"[CopyOut(((((1,),),),))]", small)
-    with pytest.raises(LiteralError, match="3 requests, the limit is 2"):
+    with pytest.raises(LiteralError, match="more than 2 requests, the limit is 2"):
         decode_requests(b"[CopyOut(1), CopyOut(2), CopyOut(3)]", small)
     with pytest.raises(LiteralError, match="not a Python literal"):
         decode_requests(b"[" * 400 + b"]" * 400, LIMITS)  # past the parser's own nesting limit
-    with pytest.raises(LiteralError, match="separators"):
+    with pytest.raises(LiteralError, match="more than 10 requests"):
         decode_requests(b"[" + b"0," * 2000 + b"]", Limits(max_requests=10))
+
+
+@pytest.mark.parametrize("text, match", [
+    (b"[" + b"1," * 4_000_000 + b"]", "more than 65536 requests"),  # once parsed whole: 3.8 GB, 23 s
+    (b"['" + b"a" * 8_000_000 + b"']", "request 0 is 8000002 bytes"),  # once 1.2 GB in the string scanner
+    (b"[CopyOut(" + b"1+" * 4_000_000 + b"1)]", "request 0 is 8000010 bytes"),
+    (b"[CopyOut(" + b"(" * 9000 + b")" * 9000 + b")]", "request 0 has 9001 separators"),
+    (b"[CopyOut(1)] + [CopyOut(2)]", "text follows it at byte 12"),
+    (b"[CopyOut(1)", "not a closed list"),
+    (b"[CopyOut(1]", r"unbalanced '\]'"),
+])
+def test_hostile_lists_are_refused_in_bounded_memory(text: bytes, match: str) -> None:
+    tracemalloc.start()
+    try:
+        with pytest.raises(LiteralError, match=match):
+            decode_requests(text, LIMITS)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * len(text) + (16 << 20)  # the text's copy and slices, not an AST per byte
+
+
+def test_a_long_list_decodes_in_groups_exactly() -> None:
+    names = ["k'], (\"x\", [", 'q"),', "plain"]  # brackets, commas and quotes inside strings do not split
+    requests = [P.CopyIn(i, H) if i % 2 else P.ProgramExec(names[i % 3], H, (i,), (-i,), (4, 1), None, True)
+                for i in range(5000)]  # ~1 MiB: many parse groups
+    text = P.encode_requests(requests).replace(b"), ", b"),\n  ")  # pretty-printed, one request a line
+    assert decode_requests(text, LIMITS) == requests
 
 
 def test_request_index_is_named_in_errors() -> None:

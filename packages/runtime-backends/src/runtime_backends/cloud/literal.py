@@ -6,21 +6,24 @@ keyword arguments. Everything else -- names, attributes, operators, floats, byte
 refused with a :class:`LiteralError` naming it. Nothing is ever imported, looked up or executed: the evaluator only
 constructs the whitelisted dataclasses, whose own checks validate every field.
 
-Bounds (``limits.Limits``) are checked before the work they bound: the text's length, then a cheap count of the
-separators that every AST node needs (so a body of millions of tiny elements is refused before ``ast.parse`` builds
-them), then the nesting depth and the number of requests while evaluating.
+Bounds (``limits.Limits``) are checked before the work they bound. ``ast.parse`` costs ~1 KiB of memory per node, so
+a whole 16 MiB list of tiny elements would take gigabytes: the text is first split at its top-level commas by a
+scanner that knows string literals (so the number of requests is bounded before anything is parsed), each request is
+bounded in bytes and separators (which every AST node needs), and the requests are parsed in groups of at most
+``_GROUP_BYTES``. Nesting depth is checked while evaluating.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import re
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 from runtime_backends.cloud.limits import Limits
-from runtime_backends.cloud.protocol import IMAGE_KINDS, REQUEST_TYPES, BufferSpec, Image, ProtocolError, Request
+from runtime_backends.cloud.protocol import IMAGE_KINDS, MAX_ARGS, REQUEST_TYPES, BufferSpec, Image, ProtocolError, Request
 
 __all__ = ["LiteralError", "decode_requests", "CALLABLES"]
 
@@ -30,8 +33,15 @@ _SEPARATORS = (b",", b"(", b"[", b"=", b"-")
 _FILENAME = "<cloud request list>"
 # the tokenizer warns about oddities such as "1if" or "\\d" in hostile texts; refused anyway, they need not fill the log
 warnings.filterwarnings("ignore", module=r"<cloud request list>\Z")
-_NODES_PER_REQUEST = 64
-"""A request's text holds at most ~20 separators (a ProgramExec with 3-dim sizes); the bound leaves room for bufs/vals."""
+_MAX_REQUEST_BYTES = 256 << 10
+"""Text of one request: a ProgramExec with MAX_ARGS buffers and MAX_ARGS vals of 20 digits takes ~180 KiB."""
+_MAX_REQUEST_SEPARATORS = 2 * MAX_ARGS + 64
+"""Separators of one request: one per buffer and val, ~20 for the rest of a ProgramExec."""
+_GROUP_BYTES = 64 << 10
+"""Requests parsed by one ``ast.parse`` (its memory is ~500 times its text at worst)."""
+# strings as "unrolled loops" (a class repeated, not an alternation: re keeps no state per character of a long string)
+_TOKENS = re.compile(rb"""'[^'\\\n]*(?:\\.[^'\\\n]*)*'|"[^"\\\n]*(?:\\.[^"\\\n]*)*"|[][(){},]""", re.S)
+_OPENERS = {ord(")"): ord("("), ord("]"): ord("["), ord("}"): ord("{")}
 
 
 class LiteralError(ProtocolError):
@@ -48,31 +58,99 @@ def decode_requests(text: bytes | bytearray | memoryview, limits: Limits) -> lis
     if len(text) > limits.max_literal_bytes:
         raise LiteralError(f"request list is {len(text)} bytes, the limit is {limits.max_literal_bytes}")
     raw = bytes(text)
-    separators = sum(raw.count(s) for s in _SEPARATORS)
-    if separators > _NODES_PER_REQUEST * limits.max_requests:
-        raise LiteralError(f"request list has {separators} separators, more than {limits.max_requests} requests need")
     try:
-        tree = ast.parse(raw.decode("utf-8"), filename=_FILENAME, mode="eval")
+        raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise LiteralError(f"request list is not UTF-8 text: {e}") from None
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
-        raise LiteralError(f"request list is not a Python literal: {type(e).__name__}: {e}") from None
-    if not isinstance(tree.body, ast.List):
-        raise LiteralError(f"request list must be a list literal [...], got {type(tree.body).__name__}")
-    if len(tree.body.elts) > limits.max_requests:
-        raise LiteralError(f"request list has {len(tree.body.elts)} requests, the limit is {limits.max_requests}")
     out: list[Request] = []
     evaluator = _Evaluator(limits.max_depth)
-    for i, node in enumerate(tree.body.elts):
-        try:
-            value = evaluator.eval(node, 2)
-        except ProtocolError as e:
-            raise type(e)(f"request {i}: {e}") from None
-        if not isinstance(value, REQUEST_TYPES):
-            raise LiteralError(f"request {i}: expected one of {', '.join(t.__name__ for t in REQUEST_TYPES)}, got "
-                               f"{value!r:.80}")
-        out.append(value)  # type: ignore[arg-type]  # an instance of one of REQUEST_TYPES, checked above
+    for group in _groups(raw, _element_spans(raw, limits.max_requests)):
+        for node in _parse_group(group):
+            out.append(_request(evaluator, node, len(out)))
+    if len(out) > limits.max_requests:
+        raise LiteralError(f"request list has {len(out)} requests, the limit is {limits.max_requests}")
     return out
+
+
+def _element_spans(raw: bytes, max_requests: int) -> list[tuple[int, int]]:
+    """``(start, end)`` of each top-level element of the list literal ``raw`` (its commas at depth 1), with the
+    per-request bounds checked. Strings are skipped whole, so brackets and commas inside them do not count."""
+    stack: list[int] = []
+    spans: list[tuple[int, int]] = []
+    start, end = 0, None
+    for m in _TOKENS.finditer(raw):
+        c = raw[m.start()]
+        if not stack and (c != ord("[") or raw[:m.start()].strip()):
+            raise LiteralError(f"request list must be a list literal [...], got {raw[:40]!r}")
+        if c in b"'\"":
+            continue
+        if c in b"([{":
+            stack.append(c)
+            if len(stack) == 1:
+                start = m.end()
+        elif c == ord(","):
+            if len(stack) == 1:
+                spans.append(_span(raw, start, m.start(), len(spans), max_requests))
+                start = m.end()
+        elif not stack or stack.pop() != _OPENERS[c]:
+            raise LiteralError(f"request list is not a Python literal: unbalanced {chr(c)!r} at byte {m.start()}")
+        elif not stack:
+            spans.append(_span(raw, start, m.start(), len(spans), max_requests))
+            end = m.end()
+            break
+    if end is None:
+        raise LiteralError("request list is not a Python literal: it is not a closed list [...]")
+    if any(line.strip() and not line.lstrip().startswith(b"#") for line in raw[end:].splitlines()):
+        raise LiteralError(f"request list must be one list literal [...]; text follows it at byte {end}")
+    return spans
+
+
+def _span(raw: bytes, start: int, end: int, index: int, max_requests: int) -> tuple[int, int]:
+    if index >= max_requests:
+        raise LiteralError(f"request list has more than {max_requests} requests, the limit is {max_requests}")
+    if end - start > _MAX_REQUEST_BYTES:
+        raise LiteralError(f"request {index} is {end - start} bytes, the limit is {_MAX_REQUEST_BYTES}")
+    piece = raw[start:end]
+    if (separators := sum(piece.count(s) for s in _SEPARATORS)) > _MAX_REQUEST_SEPARATORS:
+        raise LiteralError(f"request {index} has {separators} separators, more than a request needs "
+                           f"({_MAX_REQUEST_SEPARATORS})")
+    return start, end
+
+
+def _groups(raw: bytes, spans: list[tuple[int, int]]) -> list[bytes]:
+    """The elements as list texts ``[a,b,...]`` of about ``_GROUP_BYTES`` each: within a group, the original text
+    (a trailing comment ends at the added newline)."""
+    groups: list[bytes] = []
+    group: list[bytes] = []
+    size = 0
+    for start, end in spans:
+        if group and size + end - start > _GROUP_BYTES:
+            groups.append(b"[" + b",".join(group) + b"\n]")
+            group, size = [], 0
+        group.append(raw[start:end])
+        size += end - start
+    return [*groups, b"[" + b",".join(group) + b"\n]"]
+
+
+def _parse_group(group: bytes) -> list[ast.expr]:
+    try:
+        tree = ast.parse(group.decode("utf-8"), filename=_FILENAME, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+        raise LiteralError(f"request list is not a Python literal: {type(e).__name__}: {e}") from None
+    if not isinstance(tree.body, ast.List):  # a comprehension, say
+        raise LiteralError(f"{type(tree.body).__name__} is not allowed in a request list (only a list literal)")
+    return tree.body.elts
+
+
+def _request(evaluator: _Evaluator, node: ast.expr, i: int) -> Request:
+    try:
+        value = evaluator.eval(node, 2)
+    except ProtocolError as e:
+        raise type(e)(f"request {i}: {e}") from None
+    if not isinstance(value, REQUEST_TYPES):
+        raise LiteralError(f"request {i}: expected one of {', '.join(t.__name__ for t in REQUEST_TYPES)}, got "
+                           f"{value!r:.80}")
+    return value  # type: ignore[return-value]  # an instance of one of REQUEST_TYPES, checked above
 
 
 class _Evaluator:
