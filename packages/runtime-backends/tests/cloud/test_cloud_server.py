@@ -80,6 +80,27 @@ def test_refused_batch_applies_nothing(conn: http.client.HTTPConnection, server:
     assert server.sessions == {}
 
 
+def test_failed_batch_that_allocated_and_freed_a_buffer_leaves_nothing(conn: http.client.HTTPConnection,
+                                                                         server: CloudServer,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    src = python_source(add_n_kernel()).encode()
+    hs = blob(src)[0]
+    assert post(conn, wire_body(f"[ProgramAlloc('add_n', '{hs}')]", src)).status == 200
+    live: set[int] = set()
+    allocator = server.dev.allocator
+    alloc, free = allocator.alloc, allocator.free
+    monkeypatch.setattr(allocator, "alloc", lambda *a: live.add(id(opaque := alloc(*a))) or opaque)
+    monkeypatch.setattr(allocator, "free", lambda opaque, *a: (live.remove(id(opaque)), free(opaque, *a)))
+    # the launch fails while running (too many threads): once, buffer 5 came back although the batch freed it
+    reply = post(conn, wire_body(f"[BufferAlloc(5, 64, {spec()}), BufferFree(5), BufferAlloc(5, 32, {spec()}), "
+                                 f"BufferAlloc(6, 64, {spec()}), ProgramExec('add_n', '{hs}', (5, 6), (1,), "
+                                 f"({1 << 30},), None, True)]"))
+    assert reply.status == 400 and b"request 4 (ProgramExec)" in reply.body
+    session = server.sessions["s1"]
+    assert (session.buffers, session.held_bytes, live) == ({}, 0, set())  # every allocation freed, once
+    assert post(conn, wire_body("[CopyOut(5)]")).status == 404
+
+
 @pytest.mark.parametrize("text, status, match", [
     (f"[BufferAlloc(1, 4, {spec()}), BufferAlloc(1, 4, {spec()})]", 409, "already allocated"),
     ("[CopyOut(3)]", 404, "buffer 3 is not allocated"),

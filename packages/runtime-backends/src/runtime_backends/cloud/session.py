@@ -251,7 +251,7 @@ def _check_launch(prg: Any, r: ProgramExec, i: int) -> None:
 class _Journal:
     """What a batch changed in the session's tables, to undo it if a later request fails."""
 
-    allocated: list[int] = field(default_factory=list)
+    allocated: list[tuple[int, _Buffer]] = field(default_factory=list)
     freed: list[tuple[int, _Buffer]] = field(default_factory=list)  # held back until the batch succeeds
     loaded: list[ProgramKey] = field(default_factory=list)
     dropped: dict[ProgramKey, Any] = field(default_factory=dict)
@@ -283,9 +283,9 @@ def _apply_one(dev: Compiled, session: Session, r: Request, blobs: Mapping[str, 
                journal: _Journal) -> Blob | bytes | None:
     where = _where(i, r)
     if isinstance(r, BufferAlloc):
-        session.buffers[r.buffer_num] = plan.new_buffers.pop(i)
+        buf = session.buffers[r.buffer_num] = plan.new_buffers.pop(i)
         session.held_bytes += r.size
-        journal.allocated.append(r.buffer_num)
+        journal.allocated.append((r.buffer_num, buf))
     elif isinstance(r, BufferFree):
         buf = session.buffers.pop(r.buffer_num)
         session.held_bytes -= buf.size
@@ -341,13 +341,16 @@ def _exec(session: Session, r: ProgramExec, where: str) -> bytes | None:
 
 def _undo(dev: Compiled, session: Session, plan: _Plan, journal: _Journal) -> None:
     """Back to the session's tables as they were before the batch (buffer contents written so far stay)."""
-    for num in reversed(journal.allocated):
-        if (buf := session.buffers.pop(num, None)) is not None:
+    new = {id(buf) for _, buf in journal.allocated}
+    for num, buf in reversed(journal.allocated):  # freed on the device whether or not the batch freed it again
+        if session.buffers.get(num) is buf:
+            del session.buffers[num]
             session.held_bytes -= buf.size
-            _free_quietly(dev, buf, session.sid)
+        _free_quietly(dev, buf, session.sid)
     for num, buf in journal.freed:
-        session.buffers[num] = buf
-        session.held_bytes += buf.size
+        if id(buf) not in new:  # a buffer the batch both allocated and freed is not brought back
+            session.buffers[num] = buf
+            session.held_bytes += buf.size
     for key in journal.loaded:
         session.programs.pop(key, None)
     session.programs.update(journal.dropped)
