@@ -43,6 +43,13 @@ def test_serve_refuses_a_bad_device_with_status_1(args: list[str], message: str)
     assert proc.returncode == 1 and message in err
 
 
+@pytest.mark.parametrize("port", ["-5", "65536", "http"])
+def test_serve_refuses_a_bad_port_with_usage_and_status_2(port: str) -> None:
+    proc = _serve("--port", port)  # once an OverflowError traceback from bind()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "argument --port" in err and "Traceback" not in err
+
+
 def test_a_port_in_use_is_an_os_error() -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -151,7 +151,7 @@ def test_connect_gives_up_after_its_deadline_with_a_clear_message() -> None:
         port = s.getsockname()[1]  # nothing listens there
     link = Link(f"127.0.0.1:{port}", session_id="x", connect_timeout_s=0.6)
     start = time.monotonic()
-    with pytest.raises(CloudConnectionError, match=r"cannot reach a CLOUD server at 127.0.0.1:\d+.*attempts.*serve"):
+    with pytest.raises(CloudConnectionError, match=r"^cannot reach a CLOUD server at 127.0.0.1:\d+.*attempts.*serve"):
         link.get("/renderer")
     assert 0.5 < time.monotonic() - start < 5
 
@@ -246,8 +246,10 @@ def test_registry_names_and_default_priority(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_limits_refuse_nonsense() -> None:
-    with pytest.raises(ValueError, match="Limits.max_depth must be a positive number"):
+    with pytest.raises(ValueError, match="Limits.max_depth must be a positive finite number"):
         Limits(max_depth=0)
+    with pytest.raises(ValueError, match="Limits.idle_timeout_s must be a positive finite number, got inf"):
+        Limits(idle_timeout_s=float("inf"))  # once accepted: no idle timeout at all
     with pytest.raises(ValueError, match="must be an int"):
         Limits(max_requests=1.5)  # type: ignore[arg-type]
 

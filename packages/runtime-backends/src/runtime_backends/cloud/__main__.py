@@ -13,6 +13,13 @@ from runtime_backends.cloud.limits import Limits
 from runtime_backends.cloud.server import DEFAULT_PORT, CloudServer
 
 
+def _port(text: str) -> int:
+    port = int(text)  # argparse turns the ValueError into "invalid _port value"
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (0 to 65535; 0 picks a free one)")
+    return port
+
+
 def _parser() -> argparse.ArgumentParser:
     defaults = Limits()
     parser = argparse.ArgumentParser(prog="python -m runtime_backends.cloud",
@@ -22,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
                            description="Serve one device over HTTP. The token, if any, comes from $CLOUD_TOKEN.")
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 for every interface)")
-    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
+    serve.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
     serve.add_argument("--device", default=os.environ.get("CLOUDDEV") or "CPU",
                        help="device to serve (default $CLOUDDEV or CPU)")
     for name, help_text in (("max_body_bytes", "largest request body"),

@@ -94,6 +94,8 @@ class Link:
         the answer has exactly ``into.nbytes`` bytes, they are read straight into it (``Reply.filled``)."""
         try:
             response = self._send_retrying_stale(method, path, pieces)
+        except CloudError:  # could not connect: its own message says where it tried and what to do
+            raise
         except (ConnectionError, http.client.BadStatusLine) as e:
             self.close()
             raise CloudConnectionError(f"connection to CLOUD server {self.host} lost during {method} {path} before "

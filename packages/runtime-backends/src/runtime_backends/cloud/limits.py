@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 
 __all__ = ["Limits"]
@@ -49,7 +50,7 @@ class Limits:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"Limits.{f.name} must be a positive number, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise ValueError(f"Limits.{f.name} must be a positive finite number, got {value!r}")
             if not f.name.endswith("_s") and not isinstance(value, int):
                 raise ValueError(f"Limits.{f.name} must be an int, got {value!r}")
