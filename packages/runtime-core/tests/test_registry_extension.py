@@ -158,3 +158,16 @@ def test_a_backend_with_a_bad_default_priority_is_listed_as_broken_not_fatal():
 def test_unknown_backend_class_lookup():
     with pytest.raises(DeviceError, match="unknown device 'NOPE'"):
         Device.backend_class("NOPE")
+
+
+def test_a_finalized_device_is_opened_afresh_by_the_registry():
+    class ClosingToy(Toy):
+        def finalize(self) -> None:
+            self.closed = True
+    with Device.restoring():
+        Device.register("CLOSINGTOY", ClosingToy)
+        first = Device["CLOSINGTOY"]
+        assert Device["CLOSINGTOY"] is first
+        first.finalize()
+        second = Device["CLOSINGTOY"]
+        assert second is not first and not second.closed and Device["CLOSINGTOY"] is second

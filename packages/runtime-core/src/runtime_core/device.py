@@ -41,6 +41,9 @@ class Compiled:
     """
 
     DEFAULT_PRIORITY: int | None = None
+    closed: bool = False
+    """True once :meth:`finalize` made the device unusable; ``Device[name]`` then opens a fresh one (a backend whose
+    finalize leaves it usable keeps this False)."""
 
     def __init__(self, device: str, allocator: Allocator, renderer: Renderer | None, compiler: Compiler | None,
                  runtime: Callable[..., Any] | None, graph: Any = None) -> None:
@@ -61,7 +64,8 @@ class Compiled:
         """Wait until all work queued on the device has finished."""
 
     def finalize(self) -> None:
-        """Release device resources; the device object must not be used afterwards."""
+        """Release device resources; the device object must not be used afterwards (set :attr:`closed`, so that the
+        registry opens a new one)."""
 
 
 class _Registered:
@@ -170,12 +174,13 @@ class _DeviceRegistry:
 
     def __getitem__(self, name: str) -> Compiled:
         """The device ``name`` (opened at the first use, then cached by canonical name; thread-safe: concurrent first
-        uses construct it once). ``DeviceError`` naming the reason and the available devices when it cannot open."""
+        uses construct it once; a finalized one, :attr:`Compiled.closed`, is opened afresh). ``DeviceError`` naming
+        the reason and the available devices when it cannot open."""
         cname = self.canonicalize(name)
-        if (dev := self._opened.get(cname)) is not None:
+        if (dev := self._opened.get(cname)) is not None and not dev.closed:
             return dev
         with self._opening:
-            if (dev := self._opened.get(cname)) is not None:
+            if (dev := self._opened.get(cname)) is not None and not dev.closed:
                 return dev
             cls = self.backend_class(cname.partition(":")[0])
             try:
