@@ -16,7 +16,10 @@ UNIT_TESTS = ["packages/runtime-core/tests", "packages/runtime-backends/tests", 
 SUITES = ["harness/src/harness/suites"]
 TRANSFER_SUITES = ["harness/src/harness/suites/test_transfers.py", "harness/src/harness/suites/test_buffers.py"]
 CUDA_UNIT_TESTS = "packages/runtime-backends/tests/cuda"
-TEST_DEPS = ["pytest>=7", "pytest-xdist>=3", "pytest-benchmark>=4", "pytest-split>=0.9"]
+TEST_DEPS = ["pytest>=7", "pytest-xdist>=3", "pytest-benchmark>=4", "pytest-split>=0.9", "hypothesis>=6.100"]
+CLOUD_TESTS = "packages/runtime-backends/tests/cloud"
+CLOUD_BACKENDS = "CLOUD:CPU,CLOUD:PYTHON"
+CLOUD_FUZZ_EXAMPLES = "2000"  # per property test; 6 of them: 12,000 fuzz cases per tests-cloud run
 NVRTC_DEPS = ["cuda-bindings>=12", "nvidia-cuda-nvrtc"]
 DISK_TESTS = [*sorted(glob.glob("packages/runtime-backends/tests/test_disk_*.py")), "packages/runtime-core/tests/test_sink.py",
               "harness/src/harness/suites/disk"]
@@ -96,6 +99,18 @@ def tests_disk(session: nox.Session) -> None:
     """
     install_packages(session, *TEST_DEPS, "safetensors")
     run_pytest(session, *DISK_TESTS, env={})
+
+
+@nox.session(name="tests-cloud", tags=["needs-cc"])
+def tests_cloud(session: nox.Session) -> None:
+    """The CLOUD backend: its protocol, server, client and interop tests with the fuzz tests at full size (12,000
+    cases), then the harness suites (kernels, buffers, transfers, cloud) over CLOUD:CPU and CLOUD:PYTHON, each served by
+    an in-process server. Extra arguments go to both pytest runs.
+    """
+    require_c_compiler(session)
+    install_packages(session, *TEST_DEPS)
+    run_pytest(session, CLOUD_TESTS, env={"CLOUD_FUZZ_EXAMPLES": CLOUD_FUZZ_EXAMPLES})
+    run_pytest(session, *SUITES, "--backends", CLOUD_BACKENDS, "--strict-backends", env={})
 
 
 @nox.session(tags=["needs-cc"])

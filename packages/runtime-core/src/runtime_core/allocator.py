@@ -62,10 +62,15 @@ class Allocator:
     ``_sink(dest, size) -> CopySink`` (a destination's own staging memory and asynchronous copies out of it).
     ``opaque`` is whatever the backend uses as a handle.
 
+    ``copyout_orders``: ``True`` when ``_copyout`` itself runs after all work queued on the device (a queue that is
+    executed in order, as on a CLOUD server), so :meth:`Buffer.copyout` need not ``synchronize()`` first.
+
     ``dev`` is the device the allocator serves (the backend's ``Compiled``, which constructs its allocator with
     ``MyAllocator(self)``), so multi-device backends reach their context in every hook; ``None`` for a free-standing
     allocator (tests, host memory).
     """
+
+    copyout_orders = False
 
     def __init__(self, dev: Any = None) -> None:
         if isinstance(dev, (numbers.Number, str, bytes, type)):

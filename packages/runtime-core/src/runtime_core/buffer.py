@@ -186,7 +186,8 @@ class Buffer:
         if dst.nbytes != self.nbytes:
             raise ValueError(f"copyout size mismatch: buffer holds {self.nbytes} bytes, destination has {dst.nbytes} bytes")
         dev = self.dev
-        dev.synchronize()
+        if not dev.allocator.copyout_orders:
+            dev.synchronize()
         dev.allocator._copyout(dst, self._opaque)
         return dst
 

@@ -91,6 +91,11 @@ class CUDAProgram:
         CUDAError: the driver refused the module (CUDA_ERROR_INVALID_PTX with the JIT log) or the function.
     """
 
+    @property
+    def arg_counts(self) -> tuple[int, int]:
+        """``(buffers, vals)`` of the kernel's PTX entry signature."""
+        return self.signature.nbufs, self.signature.nvals
+
     def __init__(self, dev: Any, name: str, lib: bytes | str, *, shared_bytes: int | None = None) -> None:
         self.dev, self.name = dev, name
         text = _ptx_text(lib, name)
