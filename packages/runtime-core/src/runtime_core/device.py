@@ -64,8 +64,9 @@ class Compiled:
         """Wait until all work queued on the device has finished."""
 
     def finalize(self) -> None:
-        """Release device resources; the device object must not be used afterwards (set :attr:`closed`, so that the
-        registry opens a new one)."""
+        """Release device resources; the device object must not be used afterwards. Overrides set :attr:`closed`
+        (as this one does), so that the registry opens a new device for the next lookup."""
+        self.closed = True
 
 
 class _Registered:
