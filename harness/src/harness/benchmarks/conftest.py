@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from harness.benchmarks.measure import MakeBuffer
-from harness.benchmarks.threads import SINGLE_THREAD_ENV, THREADS_KEY
+from harness.bench_schema import SINGLE_THREAD_ENV, THREADS_KEY
 from runtime_core.allocator import LRUAllocator
 from runtime_core.buffer import Buffer
 from runtime_core.device import Device
@@ -44,6 +44,6 @@ def device_buffers(device: str) -> Iterator[MakeBuffer]:
 
 @pytest.hookimpl(optionalhook=True)  # pytest-benchmark's hook; without the plugin it has no spec
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
-    """Record the BLAS/OpenMP thread variables of this process (``harness.benchmarks.threads``) in the run's
+    """Record the BLAS/OpenMP thread variables of this process (``harness.bench_schema``) in the run's
     ``machine_info[THREADS_KEY]``: the reports show whether the limits ran single-threaded."""
     machine_info[THREADS_KEY] = {name: os.environ.get(name) for name in SINGLE_THREAD_ENV}

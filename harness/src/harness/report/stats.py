@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import Enum
-
 import numpy as np
 from scipy import stats as sps
 
 from harness.report.load import BenchmarkRecord
+from harness.report.verdict import Verdict
 
 MANN_WHITNEY = "mann-whitney-u"
 WELCH_SUMMARY = "welch-t-summary"
@@ -39,16 +38,6 @@ WELCH_SUMMARY = "welch-t-summary"
 _BOOTSTRAP_CHUNK_ELEMENTS = 4_000_000
 # Above this many rounds, bootstrap medians come from their exact order-statistic distribution (see bootstrap_medians).
 DIRECT_RESAMPLE_LIMIT = 5000
-
-
-class Verdict(str, Enum):
-    """The outcome for one benchmark (keyed by fullname) in current vs baseline."""
-
-    REGRESSED = "regressed"
-    IMPROVED = "improved"
-    UNCHANGED = "unchanged"
-    NEW = "new"
-    MISSING = "missing"
 
 
 @dataclass(frozen=True)
