@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.benchmarks.measure import MakeBuffer
 from harness.bench_schema import SINGLE_THREAD_ENV, THREADS_KEY
+from harness.benchmarks.measure import MakeBuffer
 from runtime_core.allocator import LRUAllocator
 from runtime_core.buffer import Buffer
 from runtime_core.device import Device

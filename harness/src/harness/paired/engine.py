@@ -18,7 +18,8 @@ import numpy as np
 
 from harness.paired.process import WorkerProcess
 
-__all__ = ["STOP_BUDGET", "STOP_MAX", "STOP_PRECISION", "Budget", "Rounds", "Side", "calibrate", "measure"]
+__all__ = ["STOP_BUDGET", "STOP_MAX", "STOP_PRECISION", "Budget", "Rounds", "Side", "calibrate", "iterations_for",
+           "measure"]
 
 STOP_PRECISION = "precision"  # the CI became narrow enough
 STOP_BUDGET = "budget"  # the time budget of the benchmark was spent first
@@ -57,61 +58,67 @@ class Side:
     worker: WorkerProcess
     stretch: float = 1.0
 
-    def time(self, iterations: int) -> float:
-        """Seconds of one round of ``iterations`` calls."""
-        answer = self.worker.request("time", ("times",), iterations=iterations, rounds=1, stretch=self.stretch)
+    def time(self, iterations: int, warmup: bool = False) -> float:
+        """Seconds of one round of ``iterations`` calls (``warmup``: not one of the benchmark's rounds)."""
+        answer = self.worker.request("time", ("times",), iterations=iterations, rounds=1, stretch=self.stretch,
+                                     warmup=warmup)
         return float(answer["t"][0])
 
 
 @dataclass(frozen=True)
 class Rounds:
     """Seconds per call of each round, one list per side in the order given to ``measure`` (round i of every side
-    forms pair i), the iterations of every round, why measuring stopped, and its wall seconds."""
+    forms pair i), the calls per round of each side, why measuring stopped (STOP_*), and its wall seconds."""
 
     times: tuple[list[float], ...]
-    iterations: int
+    iterations: tuple[int, ...]
     stop: str
     seconds: float
 
 
-def calibrate(sides: Sequence[Side], round_s: float, fixed: int | None = None) -> int:
-    """Iterations per round so the faster side's round lasts about ``round_s`` (``fixed`` when the benchmark set its
-    own). The calibration rounds double as warm-up: one call, then one round of the estimated size, on every side."""
+def calibrate(sides: Sequence[Side], round_s: float, fixed: int | None = None) -> list[float]:
+    """Seconds per call of each side, estimated by rounds that double as warm-up: one call, then one round of about
+    ``round_s``; with ``fixed`` (iterations the benchmark set itself) one round of that many calls."""
     if fixed is not None:
-        for side in sides:
-            side.time(fixed)
-        return fixed
+        return [side.time(fixed, warmup=True) / fixed for side in sides]
     per_call = []
     for side in sides:
-        first = side.time(1)
+        first = side.time(1, warmup=True)
         if first >= round_s:
             per_call.append(first)
             continue
         guess = min(_MAX_ITERATIONS, max(1, int(round_s / max(first, 1e-9))))
-        per_call.append(side.time(guess) / guess)
-    return min(_MAX_ITERATIONS, max(1, math.ceil(round_s / min(per_call))))
+        per_call.append(side.time(guess, warmup=True) / guess)
+    return per_call
 
 
-def measure(sides: Sequence[Side], iterations: int, budget: Budget,
+def iterations_for(per_call: float, round_s: float) -> int:
+    """Calls per round so that a round lasts about ``round_s`` seconds (at least one call)."""
+    return min(_MAX_ITERATIONS, max(1, math.ceil(round_s / per_call)))
+
+
+def measure(sides: Sequence[Side], iterations: Sequence[int], budget: Budget,
             spread: Callable[[list[np.ndarray]], float]) -> Rounds:
-    """Rounds on ``sides`` in turn (one or two) until ``spread`` of the per-call times (a CI half-width in log ratio)
-    is at most ``budget.precision``, the time budget is spent, or ``max_rounds`` is reached; never fewer than
-    ``min_rounds``. ``spread`` is asked after ``min_rounds`` and then after every quarter more."""
+    """Rounds on ``sides`` (one or two; ``iterations[i]`` calls per round of side i) until ``spread`` of the per-call
+    times (a CI half-width in log ratio) is at most ``budget.precision``, the time budget is spent, or ``max_rounds``
+    is reached; never fewer than ``min_rounds``. ``spread`` is asked after ``min_rounds`` and then after every quarter
+    more. Two sides take turns A B B A: consecutive rounds never run at once, each side goes first in every other
+    pair, so an advantage of going first or second cancels."""
     times: list[list[float]] = [[] for _ in sides]
     start = time.perf_counter()
     check = budget.min_rounds
-    order = list(range(len(sides))) + list(range(len(sides)))[::-1]  # A B B A: each order once per unit
+    order = list(range(len(sides))) + list(range(len(sides)))[::-1]
     while True:
         for index in order:
-            times[index].append(sides[index].time(iterations) / iterations)
+            times[index].append(sides[index].time(iterations[index]) / iterations[index])
         count = len(times[0])
         elapsed = time.perf_counter() - start
         if count >= budget.min_rounds:
             if count >= check:
                 check = count + max(2, count // 4)
                 if spread([np.asarray(t) for t in times]) <= budget.precision:
-                    return Rounds(tuple(times), iterations, STOP_PRECISION, elapsed)
+                    return Rounds(tuple(times), tuple(iterations), STOP_PRECISION, elapsed)
             if elapsed >= budget.seconds:
-                return Rounds(tuple(times), iterations, STOP_BUDGET, elapsed)
+                return Rounds(tuple(times), tuple(iterations), STOP_BUDGET, elapsed)
             if count >= budget.max_rounds:
-                return Rounds(tuple(times), iterations, STOP_MAX, elapsed)
+                return Rounds(tuple(times), tuple(iterations), STOP_MAX, elapsed)

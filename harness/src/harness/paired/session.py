@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from harness.paired.engine import Budget, Rounds, Side, calibrate, measure
+from harness.paired.engine import Budget, Rounds, Side, calibrate, iterations_for, measure
 from harness.paired.process import WorkerProcess
 
-__all__ = ["Collected", "Finished", "Outcome", "collected", "start", "finish", "time_ready"]
+__all__ = ["FAILED", "PASSED", "SKIPPED", "Collected", "Finished", "Outcome", "WorkerSpec", "collected", "finish",
+           "open_workers", "run_same", "start", "time_alone_or_beside"]
 
 PASSED, SKIPPED, FAILED = "passed", "skipped", "failed"
 
@@ -83,18 +86,11 @@ def finish(worker: WorkerProcess, reason: str | None = None) -> Finished:
     return Finished.of(message)
 
 
-def time_ready(workers: Sequence[WorkerProcess], stretches: Sequence[float], fixed: int | None, budget: Budget,
-               spread: Callable[[list[np.ndarray]], float]) -> Rounds:
-    """Calibrate and measure workers whose benchmarks are all ready (see ``harness.paired.engine``)."""
-    sides = [Side(worker, stretch) for worker, stretch in zip(workers, stretches)]
-    iterations = calibrate(sides, budget.round_s, fixed)
-    return measure(sides, iterations, budget, spread)
-
-
-def run_paired(workers: Sequence[WorkerProcess], nodeid: str, stretches: Sequence[float], budget: Budget,
-               spread: Callable[[list[np.ndarray]], float]) -> Outcome:
-    """Run ``nodeid`` on every worker (started in the given order) and time the rounds in alternation; a worker whose
-    test ends before its timed call (skip, failure) makes the others skip theirs."""
+def run_same(workers: Sequence[WorkerProcess], nodeid: str, stretches: Sequence[float], budget: Budget,
+             spread: Callable[[list[np.ndarray]], float]) -> Outcome:
+    """Run ``nodeid`` on every worker (started in the given order; one version of the code each) and time its rounds
+    in alternation, the same calls per round on every side; a worker whose test ends before its timed call (skip,
+    failure) makes the others skip theirs."""
     ready = [start(worker, nodeid) for worker in workers]
     if any(message["ev"] == "done" for message in ready):
         ended = [Finished.of(m) for m in ready if m["ev"] == "done"]
@@ -103,5 +99,47 @@ def run_paired(workers: Sequence[WorkerProcess], nodeid: str, stretches: Sequenc
                     for w, m in zip(workers, ready)]
         return Outcome(nodeid, tuple(finished), None)
     fixed = {m["iterations"] for m in ready} - {None}
-    rounds = time_ready(workers, stretches, max(fixed) if fixed else None, budget, spread)
+    sides = [Side(worker, stretch) for worker, stretch in zip(workers, stretches)]
+    per_call = calibrate(sides, budget.round_s, max(fixed) if fixed else None)
+    calls = max(fixed) if fixed else iterations_for(min(per_call), budget.round_s)
+    rounds = measure(sides, [calls] * len(sides), budget, spread)
     return Outcome(nodeid, tuple(finish(worker) for worker in workers), rounds)
+
+
+def time_alone_or_beside(sides: Sequence[Side], fixed: Sequence[int | None], budget: Budget,
+                         spread: Callable[[list[np.ndarray]], float]) -> Rounds:
+    """Time ready benchmarks that differ (an entry and its limit), each with its own calls per round, or one alone."""
+    calls = []
+    for side, own in zip(sides, fixed):
+        per_call = calibrate([side], budget.round_s, own)[0]
+        calls.append(own if own is not None else iterations_for(per_call, budget.round_s))
+    return measure(sides, calls, budget, spread)
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """How to start one worker: its label in messages, interpreter, working directory and log file."""
+
+    label: str
+    python: str
+    cwd: Path
+    log: Path
+
+
+@contextmanager
+def open_workers(specs: Sequence[WorkerSpec], pytest_args: Sequence[str],
+                 env: Mapping[str, str]) -> Iterator[tuple[list[WorkerProcess], list[Collected]]]:
+    """Start one worker per spec with the same pytest arguments, wait for each to collect, and yield them with what
+    they collected; on leaving (also by an exception or Ctrl-C) every worker is stopped."""
+    workers: list[WorkerProcess] = []
+    try:
+        for spec in specs:
+            workers.append(WorkerProcess(spec.label, spec.python, spec.cwd, pytest_args, env, spec.log))
+        yield workers, [collected(worker) for worker in workers]
+    except BaseException:
+        for worker in workers:
+            worker.kill()
+        raise
+    finally:
+        for worker in workers:
+            worker.close()

@@ -16,9 +16,10 @@ Protocol (controller -> worker ``op``, worker -> controller ``ev``):
 * ``start`` {nodeid}: run that test. When its body calls ``benchmark(fn)`` or ``benchmark.pedantic(...)`` the worker
   sends ``ready`` {nodeid, group, extra_info, iterations (fixed by pedantic, else null)} and waits inside the call;
   a test that ends without calling it (skip, failure) sends ``done`` at once;
-* while ready: ``time`` {iterations, rounds, stretch} runs ``rounds`` rounds of ``iterations`` calls each and answers
-  ``times`` {t: seconds per round}; ``stretch`` > 1 lengthens every round to ``stretch`` times its measured duration by
-  spinning on the CPU inside the timed span (``--plant-slowdown``: a planted slowdown of exactly that factor);
+* while ready: ``time`` {iterations, rounds, stretch, warmup} runs ``rounds`` rounds of ``iterations`` calls each and
+  answers ``times`` {t: seconds per round}; ``stretch`` > 1 lengthens every round to ``stretch`` times its measured
+  duration by spinning on the CPU inside the timed span (``--plant-slowdown``: a planted slowdown of exactly that
+  factor); the rounds count for ``benchmark.stats`` (which the test reads to record its figures) unless ``warmup``;
 * ``finish``: the benchmark call returns (the function's result, as pytest-benchmark does) and the test goes on
   (recording ``extra_info``); ``abort`` {reason}: the call raises ``pytest.skip`` instead. Either way the worker then
   sends ``done`` {nodeid, outcome ("passed" | "skipped" | "failed"), message, name, group, params, param,
@@ -184,7 +185,8 @@ class PairedBenchmark(_FixtureBase):  # type: ignore[misc,valid-type]
             if op == "time":
                 times = [self._round(target, call_args, teardown, command["iterations"], command.get("stretch", 1.0))
                          for _ in range(command["rounds"])]
-                self._per_call += [t / command["iterations"] for t in times]
+                if not command.get("warmup"):
+                    self._per_call += [t / command["iterations"] for t in times]
                 self._channel.send(ev="times", t=times)
             elif op == "finish":
                 break
