@@ -79,6 +79,7 @@ def prepare_ref(ref: str, cache: Path, progress: Callable[[str], None]) -> RefTr
     """Check ``ref`` out in ``cache/tree`` and make ``cache/env`` fit it (see the module doc)."""
     top = Path(_git("rev-parse", "--show-toplevel"))
     sha = _git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    cache = cache.resolve()
     tree = cache / "tree"
     if not (tree / ".git").exists():
         cache.mkdir(parents=True, exist_ok=True)
