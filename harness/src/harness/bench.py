@@ -56,6 +56,7 @@ BASELINE_DIR_ENV = "HARNESS_BASELINE_DIR"
 DEFAULT_BASELINE_DIR = Path(".benchmarks") / "baselines"
 AB_CACHE = Path(".benchmarks") / "ab"
 KEEP_RUNS = 20
+DEFAULT_SUITE = "harness.benchmarks"
 _SELECTION = ("-k", "-m", "--backends")
 _INTERRUPTED = 130
 
@@ -80,6 +81,9 @@ def build_parser(prog: str = "python -m harness bench") -> ArgumentParser:
     parser.add_argument("--budget", type=_seconds, metavar="S",
                         help=f"seconds of rounds per entry before it stops short of the target precision (default: "
                         f"{ENTRY_BUDGET.seconds:g} stored, 4 A/B)")
+    parser.add_argument("--suite", default=DEFAULT_SUITE, metavar="TARGET",
+                        help=f"the benchmarks to run: an importable package (collected with --pyargs) or a path "
+                        f"(default {DEFAULT_SUITE})")
     parser.add_argument("--promote", metavar="RUN.json", help="make a saved run the baseline of its machine; runs nothing")
     parser.add_argument("--save-baseline", action="store_true", help="also store this run as the machine's baseline")
     parser.add_argument("--save-partial-baseline", action="store_true",
@@ -136,10 +140,17 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness bench
         return _INTERRUPTED
 
 
-def worker_args(pytest_args: Sequence[str]) -> list[str]:
-    """The pytest command line of a benchmark worker: the benchmark suites, without xdist (its workers would time
-    concurrently) or the cache provider, plus the user's ``pytest_args``."""
-    return ["--pyargs", "harness.benchmarks", "-p", "no:xdist", "-p", "no:cacheprovider", "-q", *pytest_args]
+def worker_args(suite: str | Path, pytest_args: Sequence[str]) -> list[str]:
+    """The pytest command line of a benchmark worker: ``suite`` (a path, or a package name collected with --pyargs),
+    without xdist (its workers would time concurrently) or the cache provider, plus the user's ``pytest_args``."""
+    target = [str(suite)] if isinstance(suite, Path) else ["--pyargs", suite]
+    return [*target, "-p", "no:xdist", "-p", "no:cacheprovider", "-q", *pytest_args]
+
+
+def _suite(text: str) -> str | Path:
+    """``--suite`` as an absolute path when it names one, else as the package name it is."""
+    path = Path(text)
+    return path.resolve() if path.exists() else text
 
 
 def _stored(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> int:
@@ -150,7 +161,7 @@ def _stored(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -
     budget = replace(ENTRY_BUDGET, seconds=args.budget) if args.budget else ENTRY_BUDGET
     started = time.perf_counter()
     print(f"harness bench: stored-baseline mode, workers log to {logs}/", flush=True)
-    with open_workers(specs, worker_args(pytest_args), _env()) as (workers, collected):
+    with open_workers(specs, [worker_args(_suite(args.suite), pytest_args)] * 2, _env()) as (workers, collected):
         _warn_randomized(workers)
         result = run_stored(workers, collected[0], _progress, entry_budget=budget)
         document = run_document(collected[0], result.records, {"mode": MODE_STORED})
@@ -190,7 +201,9 @@ def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> in
     specs = [WorkerSpec("A (ref)", str(tree.python), tree.root, logs / "A.log"),
              WorkerSpec("B (working tree)", sys.executable, Path.cwd(), logs / "B.log")]
     budget = replace(AB_ENTRY_BUDGET, seconds=args.budget) if args.budget else AB_ENTRY_BUDGET
-    with open_workers(specs, worker_args(pytest_args), _env()) as (workers, collected):
+    suite = _suite(args.suite)
+    suites = [tree.inside(suite), suite] if isinstance(suite, Path) else [suite, suite]
+    with open_workers(specs, [worker_args(s, pytest_args) for s in suites], _env()) as (workers, collected):
         _warn_randomized(workers)
         result = run_ab(workers, collected, ref, _progress, planted=args.plant_slowdown, min_effect=args.min_effect,
                         entry_budget=budget)

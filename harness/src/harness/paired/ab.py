@@ -1,11 +1,11 @@
 """A/B mode's run: every benchmark that both versions have, timed on both in alternating rounds.
 
 Worker A runs the git ref's tree in its own environment (``harness.paired.reftree``), worker B the working tree. For
-each benchmark both are started (which one first alternates), the calls per round are calibrated on both, and rounds
-alternate A B B A ... on one CPU until the CI of the median per-pair ratio is narrow enough or the benchmark's time
-budget is spent. Entries get ENTRY_BUDGET; limits and peers, the same code on both sides, only show whether the two
-environments differ and get CONTROL_BUDGET. A benchmark on one side only is timed alone there, so the report lists
-it as new or missing with its figures, never judged.
+each benchmark both are started (which one first alternates), each side's calls per round are calibrated to rounds
+of the same length, and rounds alternate A B B A ... on one CPU until the CI of the median per-pair ratio is narrow
+enough or the benchmark's time budget is spent. Entries get ENTRY_BUDGET; limits and peers, the same code on both
+sides, only show whether the two environments differ and get CONTROL_BUDGET. A benchmark on one side only is timed
+alone there, so the report lists it as new or missing with its figures, never judged.
 """
 
 from __future__ import annotations
@@ -69,15 +69,17 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
             continue
         times = {side: outcome.rounds.times[position] for position, side in enumerate(order)}
         for side in (0, 1):
-            records[side].append(benchmark_record(nodeid, finished[side], times[side], outcome.rounds.iterations[0],
-                                                  outcome.rounds))
+            calls = outcome.rounds.iterations[order.index(side)]
+            records[side].append(benchmark_record(nodeid, finished[side], times[side], calls, outcome.rounds,
+                                                  clock=collected[side].clock))
         verdict = judge(log_ratios(times[0], times[1]), alpha=alpha, confidence=budget.confidence,
                         min_effect=min_effect)
         progress(f"  {nodeid}  x{verdict.ratio:.3f} [{verdict.ci[0]:.3f}, {verdict.ci[1]:.3f}] {verdict.pairs} pairs "
                  f"({outcome.rounds.stop}) {verdict.verdict.value}" + ("" if role == ENTRY else f" ({role})"))
     for side, names in ((1, [n for n in b_names if n not in set(a_names)]), (0, [n for n in a_names if n not in set(b_names)])):
         for nodeid in names:  # on one side only: timed alone, shown as new or missing, never judged
-            record = _alone(workers[side], nodeid, control_budget, result, progress, "new" if side else "missing")
+            record = _alone(workers[side], nodeid, control_budget, result, progress, "new" if side else "missing",
+                            collected[side].clock)
             if record is not None:
                 records[side].append(record)
     pairing = uuid.uuid4().hex
@@ -88,7 +90,7 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
 
 
 def _alone(worker: WorkerProcess, nodeid: str, budget: Budget, result: AbResult, progress: Callable[[str], None],
-           what: str) -> dict[str, Any] | None:
+           what: str, clock: str) -> dict[str, Any] | None:
     ready = start(worker, nodeid)
     if ready["ev"] == "done":
         _not_timed(nodeid, {0: Finished.of(ready), 1: Finished.of(ready)}, result, progress)
@@ -100,7 +102,7 @@ def _alone(worker: WorkerProcess, nodeid: str, budget: Budget, result: AbResult,
         _not_timed(nodeid, {0: finished, 1: finished}, result, progress)
         return None
     progress(f"  {nodeid}  {what}: on one side only, timed alone ({len(rounds.times[0])} rounds)")
-    return benchmark_record(nodeid, finished, rounds.times[0], rounds.iterations[0], rounds)
+    return benchmark_record(nodeid, finished, rounds.times[0], rounds.iterations[0], rounds, clock=clock)
 
 
 def _spread(budget: Budget, order: tuple[int, int]) -> Callable[[list[Any]], float]:

@@ -8,8 +8,10 @@
   and sees every commit of the repository at once;
 - ``<cache>/env``: a virtual environment of the running interpreter holding the ref's packages (editable installs from
   ``<cache>/tree``, the same packages the running environment has in editable form) and exactly the third-party
-  versions of the running environment (``pip freeze``), so the two sides differ only in our code. It is rebuilt when
-  that list, the ref's package metadata (``pyproject.toml``) or the interpreter changes (a stamp file records them).
+  versions of the running environment, so the two sides differ only in our code. It is rebuilt when that list, the
+  ref's package metadata (``pyproject.toml``) or the interpreter changes (a stamp file records them). A repository
+  none of whose packages is installed editable (benchmarks that are plain test files) needs no environment: the ref's
+  tests run from its tree with the running interpreter.
 
 Errors (no git, an unknown ref, a failed install) raise RefError with what failed and the command's output.
 """
@@ -38,12 +40,22 @@ class RefError(RuntimeError):
 
 @dataclass(frozen=True)
 class RefTree:
-    """A checked-out ref: ``ref`` as given, its commit ``sha``, the tree ``root`` and the environment's ``python``."""
+    """A checked-out ref: ``ref`` as given, its commit ``sha``, the tree ``root``, the environment's ``python``, and
+    the working tree's top directory ``top`` it was taken from."""
 
     ref: str
     sha: str
     root: Path
     python: Path
+    top: Path
+
+    def inside(self, path: Path) -> Path:
+        """Where ``path`` of the working tree is in the ref's tree. Raises RefError for a path outside the working
+        tree."""
+        try:
+            return self.root / path.resolve().relative_to(self.top)
+        except ValueError:
+            raise RefError(f"{str(path)!r} is outside the repository {str(self.top)!r}: the ref has no copy of it") from None
 
 
 def _git(*args: str, cwd: Path | None = None) -> str:
@@ -88,15 +100,16 @@ def prepare_ref(ref: str, cache: Path, progress: Callable[[str], None]) -> RefTr
     _git("checkout", "--quiet", "--force", "--detach", sha, cwd=tree)
     _git("clean", "-ffdxq", cwd=tree)
     python = _environment(top, tree, cache / "env", progress)
-    return RefTree(ref, sha, tree, python)
+    return RefTree(ref, sha, tree, python, top)
 
 
 def _environment(top: Path, tree: Path, env: Path, progress: Callable[[str], None]) -> Path:
     editable, pinned = _running_packages(top)
     packages = [path for path in editable if (tree / path / "pyproject.toml").exists()]
     if not packages:
-        raise RefError(f"the running environment has none of this repository's packages installed editable "
-                       f"(pip install -e); cannot tell which of {tree} to install")
+        progress("harness bench: no package of this repository is installed editable here, so the ref's tests run "
+                 "from its tree with this interpreter")
+        return Path(sys.executable)
     metadata = [(tree / path / "pyproject.toml").read_bytes() for path in packages]
     stamp = hashlib.sha256(json.dumps([sys.version, packages, pinned]).encode() + b"".join(metadata)).hexdigest()
     python = env / "bin" / "python"

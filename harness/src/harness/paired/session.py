@@ -22,12 +22,14 @@ PASSED, SKIPPED, FAILED = "passed", "skipped", "failed"
 @dataclass(frozen=True)
 class Collected:
     """What a worker collected: its items (nodeid -> static info: name, group, role, uses the benchmark fixture),
-    and the run metadata pytest-benchmark would have saved."""
+    the run metadata pytest-benchmark would have saved, and the clock its rounds are timed with
+    (``harness.paired.worker.RunClock``)."""
 
     items: dict[str, dict[str, Any]]
     machine_info: dict[str, Any]
     commit_info: dict[str, Any]
     version: str
+    clock: str = "perf_counter"
 
     def benchmarks(self) -> list[str]:
         """The nodeids of the items that use the ``benchmark`` fixture, in collection order."""
@@ -72,7 +74,8 @@ def collected(worker: WorkerProcess) -> Collected:
     """Wait for the worker's collection report."""
     message = worker.receive("collected")
     items = {item["nodeid"]: item for item in message["items"]}
-    return Collected(items, message["machine_info"], message["commit_info"], message["version"])
+    return Collected(items, message["machine_info"], message["commit_info"], message["version"],
+                     message.get("clock", "perf_counter"))
 
 
 def start(worker: WorkerProcess, nodeid: str) -> dict[str, Any]:
@@ -89,8 +92,11 @@ def finish(worker: WorkerProcess, reason: str | None = None) -> Finished:
 def run_same(workers: Sequence[WorkerProcess], nodeid: str, stretches: Sequence[float], budget: Budget,
              spread: Callable[[list[np.ndarray]], float]) -> Outcome:
     """Run ``nodeid`` on every worker (started in the given order; one version of the code each) and time its rounds
-    in alternation, the same calls per round on every side; a worker whose test ends before its timed call (skip,
-    failure) makes the others skip theirs."""
+    in alternation; a worker whose test ends before its timed call (skip, failure) makes the others skip theirs.
+
+    Each side's calls per round are calibrated on its own, so the rounds of both last about ``budget.round_s``: on a
+    loaded machine a round longer than a scheduler time slice is preempted more often than a short one, so rounds of
+    unequal length would skew the ratio of a large change (a 2x slower version measured 6x slower at load 9)."""
     ready = [start(worker, nodeid) for worker in workers]
     if any(message["ev"] == "done" for message in ready):
         ended = [Finished.of(m) for m in ready if m["ev"] == "done"]
@@ -98,17 +104,15 @@ def run_same(workers: Sequence[WorkerProcess], nodeid: str, stretches: Sequence[
         finished = [Finished.of(m) if m["ev"] == "done" else finish(w, f"the other side did not run: {why}")
                     for w, m in zip(workers, ready)]
         return Outcome(nodeid, tuple(finished), None)
-    fixed = {m["iterations"] for m in ready} - {None}
     sides = [Side(worker, stretch) for worker, stretch in zip(workers, stretches)]
-    per_call = calibrate(sides, budget.round_s, max(fixed) if fixed else None)
-    calls = max(fixed) if fixed else iterations_for(min(per_call), budget.round_s)
-    rounds = measure(sides, [calls] * len(sides), budget, spread)
+    rounds = time_alone_or_beside(sides, [m["iterations"] for m in ready], budget, spread)
     return Outcome(nodeid, tuple(finish(worker) for worker in workers), rounds)
 
 
 def time_alone_or_beside(sides: Sequence[Side], fixed: Sequence[int | None], budget: Budget,
                          spread: Callable[[list[np.ndarray]], float]) -> Rounds:
-    """Time ready benchmarks that differ (an entry and its limit), each with its own calls per round, or one alone."""
+    """Time ready benchmarks in alternation (or one alone), each side with its own calls per round (``fixed[i]``
+    when the benchmark set them, else calibrated to ``budget.round_s``)."""
     calls = []
     for side, own in zip(sides, fixed):
         per_call = calibrate([side], budget.round_s, own)[0]
@@ -127,14 +131,15 @@ class WorkerSpec:
 
 
 @contextmanager
-def open_workers(specs: Sequence[WorkerSpec], pytest_args: Sequence[str],
+def open_workers(specs: Sequence[WorkerSpec], pytest_args: Sequence[Sequence[str]],
                  env: Mapping[str, str]) -> Iterator[tuple[list[WorkerProcess], list[Collected]]]:
-    """Start one worker per spec with the same pytest arguments, wait for each to collect, and yield them with what
-    they collected; on leaving (also by an exception or Ctrl-C) every worker is stopped."""
+    """Start one worker per spec with its pytest arguments (``pytest_args[i]`` for ``specs[i]``), wait for each to
+    collect, and yield them with what they collected; on leaving (also by an exception or Ctrl-C) every worker is
+    stopped."""
     workers: list[WorkerProcess] = []
     try:
-        for spec in specs:
-            workers.append(WorkerProcess(spec.label, spec.python, spec.cwd, pytest_args, env, spec.log))
+        for spec, args in zip(specs, pytest_args, strict=True):
+            workers.append(WorkerProcess(spec.label, spec.python, spec.cwd, args, env, spec.log))
         yield workers, [collected(worker) for worker in workers]
     except BaseException:
         for worker in workers:

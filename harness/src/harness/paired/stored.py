@@ -65,6 +65,7 @@ class _StoredRun:
                  entry_budget: Budget, other_budget: Budget) -> None:
         self.entries, self.limits = workers
         self.items = collected.items
+        self.clock = collected.clock
         self.progress = progress
         self.entry_budget, self.other_budget = entry_budget, other_budget
         self.result = StoredResult()
@@ -154,7 +155,7 @@ class _StoredRun:
         if finished.outcome != PASSED:
             self._ended(nodeid, finished)
             return
-        record = benchmark_record(nodeid, finished, times, calls, rounds, extra)
+        record = benchmark_record(nodeid, finished, times, calls, rounds, extra, self.clock)
         self.by_nodeid[nodeid] = record
         figure = natural_figure(finished.extra_info) or ""
         self.progress(f"  {nodeid}  {figure}  {len(times)} rounds ({rounds.stop})")

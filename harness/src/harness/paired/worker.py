@@ -103,6 +103,44 @@ def _static_role(item: pytest.Item) -> str | None:
     return str(marker.args[0]) if marker and marker.args else None
 
 
+class RunClock:
+    """Seconds of a round: wall time (``time.perf_counter``) minus the time this thread spent waiting in the
+    scheduler's run queue meanwhile (``/proc/thread-self/schedstat``, second field, ns; Linux with schedstats).
+
+    On a machine with more runnable tasks than CPUs, a round that the scheduler preempts is stretched by however long
+    other tasks ran: wall time then measures the neighbours' load, not the code. Waiting in the run queue is exactly
+    that stretch, so it is taken out; the time the benchmark itself waits (sleep, I/O, a device, a child process) stays
+    in. Where schedstat cannot be read the clock is plain wall time (``name`` says which).
+    """
+
+    def __init__(self) -> None:
+        self._fd: int | None = None
+        try:
+            self._fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+            self._queued()
+        except (OSError, ValueError, IndexError):
+            self._fd = None
+        self.name = "perf_counter - run-queue wait" if self._fd is not None else "perf_counter"
+
+    def _queued(self) -> float:
+        """Seconds this thread has waited in a run queue since it started."""
+        if self._fd is None:
+            return 0.0
+        return int(os.pread(self._fd, 128, 0).split()[1]) / 1e9
+
+    def start(self) -> tuple[float, float]:
+        queued = self._queued()
+        return queued, time.perf_counter()
+
+    def since(self, start: tuple[float, float]) -> float:
+        """Seconds of the round begun at ``start``, without the run-queue wait."""
+        now = time.perf_counter()
+        return max(now - start[1] - (self._queued() - start[0]), 1e-9)
+
+
+_CLOCK = RunClock()
+
+
 class _Stats:
     """The summary pytest-benchmark's ``benchmark.stats.stats`` offers, from this worker's rounds (seconds per call)."""
 
@@ -207,16 +245,16 @@ class PairedBenchmark(_FixtureBase):  # type: ignore[misc,valid-type]
     def _round(target: Callable[..., Any], call_args: Callable[[], tuple[tuple, dict]],
                teardown: Callable[..., Any] | None, iterations: int, stretch: float) -> float:
         args, kwargs = call_args()
-        timer = time.perf_counter
-        start = timer()
+        clock = _CLOCK
+        start = clock.start()
         for _ in range(iterations):
             target(*args, **kwargs)
-        elapsed = timer() - start
+        elapsed = clock.since(start)
         if stretch > 1.0:  # the planted slowdown: spin inside the timed span until it is ``stretch`` times as long
-            deadline = start + elapsed * stretch
-            while timer() < deadline:
+            goal = elapsed * stretch
+            while clock.since(start) < goal:
                 pass
-            elapsed = timer() - start
+            elapsed = clock.since(start)
         if teardown is not None:
             teardown(*args, **kwargs)
         return elapsed
@@ -255,7 +293,7 @@ class WorkerPlugin:
                   "group": _static_group(item), "role": _static_role(item)} for item in session.items]
         machine, commit, version = _run_info(session.config)
         self.channel.send(ev="collected", items=items, machine_info=_plain(machine), commit_info=_plain(commit),
-                          version=version)
+                          version=version, clock=_CLOCK.name)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.reports.append(report)
