@@ -359,7 +359,6 @@ class _StoredJudge:
                 notes.append("no per-round data for the limit-normalized comparison: raw comparison only")
                 return raw.verdict
             limit_now, limit_before = limit.median, limit_old.median
-            notes.append("limit measured apart from the entry (not paired): normalized by its median")
         found.update(normalized_ratio=normalized.ratio, normalized_ci=normalized.ci,
                      normalized_p_value=normalized.p_value, limit_ratio=limit_now / limit_before)
         verdict, agreement = _agree(raw, normalized, limit_now / limit_before, threshold)
