@@ -192,13 +192,14 @@ def drift(comparison: BenchmarkComparison) -> str:
             f"{d.last_at:%Y-%m-%d %H:%M} ({d.last})")
 
 
-def natural(comparison: BenchmarkComparison) -> str:
-    """The natural-unit figure, '12.3 GB/s (baseline 12.1 GB/s)', or '' when the benchmark reports none."""
+def natural(comparison: BenchmarkComparison, other: str = "baseline") -> str:
+    """The natural-unit figure, '12.3 GB/s (baseline 12.1 GB/s)', or '' when the benchmark reports none; ``other``
+    names the compared side ('A' in A/B mode)."""
     now = natural_figure(comparison.current.extra_info) if comparison.current else None
     before = natural_figure(comparison.baseline.extra_info) if comparison.baseline else None
     if now is None and before is None:
         return ""
-    return (now or "–") + (f" (baseline {before})" if before is not None else "")
+    return (now or "–") + (f" ({other} {before})" if before is not None else "")
 
 
 def group_figures(result: ComparisonResult) -> list[tuple[str, str, str, str]]:
@@ -211,16 +212,22 @@ def group_figures(result: ComparisonResult) -> list[tuple[str, str, str, str]]:
     }
     rows = [c for c in result.comparisons if c.current and c.record.group in shown]
     rows.sort(key=lambda c: (str(c.record.group), not c.is_limit, c.fullname))
-    return [(str(c.record.group), c.fullname, natural(c) or "–", x_limit(c)) for c in rows]
+    other = other_side(result)
+    return [(str(c.record.group), c.fullname, natural(c, other) or "–", x_limit(c)) for c in rows]
 
 
-def figures(comparison: BenchmarkComparison) -> str:
+def other_side(result: ComparisonResult) -> str:
+    """What the reports call the compared run: 'A' (the git ref) in A/B mode, else 'baseline'."""
+    return "A" if result.mode == MODE_AB else "baseline"
+
+
+def figures(comparison: BenchmarkComparison, other: str = "baseline") -> str:
     """The natural-unit figure (see ``natural``), then the other numeric ``extra_info`` entries, 'name=current
     (baseline)'; for those the keys are the units by convention, and a key named like the natural figure's unit is
     left out (it repeats the figure)."""
     now = _numeric(comparison.current.extra_info) if comparison.current else {}
     before = _numeric(comparison.baseline.extra_info) if comparison.baseline else {}
-    parts = [natural(comparison)] if natural(comparison) else []
+    parts = [natural(comparison, other)] if natural(comparison) else []
     for record in (comparison.current, comparison.baseline):
         if record is not None and natural_figure(record.extra_info):  # a key named by the unit repeats the figure
             now.pop(str(record.extra_info[UNIT_KEY]), None)
@@ -228,7 +235,7 @@ def figures(comparison: BenchmarkComparison) -> str:
     for key in sorted(set(now) | set(before)):
         text = f"{key}={_num(now[key])}" if key in now else f"{key}=–"
         if key in before:
-            text += f" (baseline {_num(before[key])})"
+            text += f" ({other} {_num(before[key])})"
         parts.append(text)
     if comparison.higher_is_better:
         parts.append("higher is better (verdict on time)")
@@ -293,13 +300,18 @@ def _num(value: float) -> str:
 def table(key: str, comparisons: Sequence[BenchmarkComparison],
           result: ComparisonResult) -> tuple[list[str], list[list[str]], frozenset[int]]:
     """(header, rows, indexes of numeric columns) of one section's table, as plain text for every renderer."""
+    other = other_side(result)
+
+    def notes(c: BenchmarkComparison) -> str:
+        return _notes(c, other)
+
     if key == "new":
         columns = [("benchmark", False, _name), ("role", False, role),
                    ("current median", True, lambda c: seconds(c.record.median)),
                    ("rounds", True, lambda c: str(c.record.rounds))]
         if result.has_limits:
             columns.append(("x limit", True, x_limit))
-        columns.append(("figures", False, figures))
+        columns.append(("figures", False, lambda c: figures(c, other)))
     elif key == "missing":
         columns = [("benchmark", False, _name), ("role", False, role),
                    ("baseline median", True, lambda c: seconds(c.record.median)),
@@ -310,7 +322,7 @@ def table(key: str, comparisons: Sequence[BenchmarkComparison],
                    ("B median", True, lambda c: seconds(c.current.median if c.current else None)),
                    ("ratio B/A", True, lambda c: ratio(c.ratio)), ("CI", False, lambda c: interval(c.ci)),
                    ("p-value", True, lambda c: p_value(c.p_value)), ("pairs", True, lambda c: str(c.pairs or "–")),
-                   ("detectable", True, detectable), ("stop", False, stop), ("notes", False, _notes)]
+                   ("detectable", True, detectable), ("stop", False, stop), ("notes", False, notes)]
     else:
         columns = [("benchmark", False, _name), ("role", False, role),
                    ("baseline median", True, lambda c: seconds(c.baseline.median if c.baseline else None)),
@@ -319,7 +331,7 @@ def table(key: str, comparisons: Sequence[BenchmarkComparison],
                    ("p-value", True, lambda c: p_value(c.p_value))]
         if result.has_limits:
             columns += [("x limit", True, x_limit), (NORMALIZED_HEAD, False, normalized)]
-        columns += [("threshold", True, lambda c: percent(c.threshold)), ("notes", False, _notes)]
+        columns += [("threshold", True, lambda c: percent(c.threshold)), ("notes", False, notes)]
     head = [name for name, _, _ in columns]
     rows = [[cell(c) for _, _, cell in columns] for c in comparisons]
     return head, rows, frozenset(i for i, (_, numeric, _) in enumerate(columns) if numeric)
@@ -329,5 +341,5 @@ def _name(comparison: BenchmarkComparison) -> str:
     return comparison.fullname
 
 
-def _notes(comparison: BenchmarkComparison) -> str:
-    return "; ".join(text for text in (drift(comparison), figures(comparison), comparison.note or "") if text)
+def _notes(comparison: BenchmarkComparison, other: str) -> str:
+    return "; ".join(text for text in (drift(comparison), figures(comparison, other), comparison.note or "") if text)
