@@ -9,7 +9,7 @@ runs, when pytest selection arguments make it partial, unless ``--save-partial-b
 makes a saved run the baseline without running anything. Only the newest ``--keep-runs`` runs are kept.
 
 **A/B mode** (``--against [REF]``): the git ref REF (default: the merge base with the main branch, or the stored
-baseline's commit when on it) is checked out beside the working tree with an environment of its own
+baseline's commit when on it) is checked out beside the working tree, each side with a twin environment
 (``harness.paired.reftree``), and every benchmark runs on both versions in alternating rounds in two workers
 (``harness.paired.ab``), never both at once. The two run files go to ``<out>/ab/A.json`` and ``B.json``; the
 verdicts come from the per-pair ratios. ``--plant-slowdown F`` stretches every round of the working tree by F: a
@@ -42,7 +42,7 @@ from harness.cli_args import ArgumentParser
 from harness.paired.ab import ENTRY_BUDGET as AB_ENTRY_BUDGET
 from harness.paired.ab import run_ab
 from harness.paired.process import WorkerError
-from harness.paired.reftree import RefError, default_ref, prepare_ref
+from harness.paired.reftree import RefError, default_ref, prepare_sides
 from harness.paired.runfile import run_document
 from harness.paired.session import WorkerSpec, open_workers
 from harness.paired.stored import ENTRY_BUDGET, run_stored
@@ -80,7 +80,7 @@ def build_parser(prog: str = "python -m harness bench") -> ArgumentParser:
                         "gate sees a change of that size")
     parser.add_argument("--budget", type=_seconds, metavar="S",
                         help=f"seconds of rounds per entry before it stops short of the target precision (default: "
-                        f"{ENTRY_BUDGET.seconds:g} stored, 4 A/B)")
+                        f"{ENTRY_BUDGET.seconds:g} stored, {AB_ENTRY_BUDGET.seconds:g} A/B)")
     parser.add_argument("--suite", default=DEFAULT_SUITE, metavar="TARGET",
                         help=f"the benchmarks to run: an importable package (collected with --pyargs) or a path "
                         f"(default {DEFAULT_SUITE})")
@@ -191,18 +191,18 @@ def _stored(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -
 
 
 def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> int:
-    out, cache = Path(args.out), AB_CACHE
+    out = Path(args.out)
     ref = args.against or default_ref(_baseline_commit(store))
     started = time.perf_counter()
-    tree = prepare_ref(ref, cache, _progress)
-    print(f"harness bench: A/B mode: A = {ref} ({tree.sha[:12]}) in {tree.root}, B = the working tree "
-          f"(ref ready in {time.perf_counter() - started:.0f} s)", flush=True)
+    sides = prepare_sides(ref, AB_CACHE, _progress)
+    print(f"harness bench: A/B mode: A = {ref} ({sides.sha[:12]}) in {sides.a.root}, B = the working tree in "
+          f"{sides.b.root} (ready in {time.perf_counter() - started:.0f} s)", flush=True)
     logs = out / "logs"
-    specs = [WorkerSpec("A (ref)", str(tree.python), tree.root, logs / "A.log"),
-             WorkerSpec("B (working tree)", sys.executable, Path.cwd(), logs / "B.log")]
+    specs = [WorkerSpec("A (ref)", str(sides.a.python), sides.a.root, logs / "A.log"),
+             WorkerSpec("B (working tree)", str(sides.b.python), sides.b.root, logs / "B.log")]
     budget = replace(AB_ENTRY_BUDGET, seconds=args.budget) if args.budget else AB_ENTRY_BUDGET
     suite = _suite(args.suite)
-    suites = [tree.inside(suite), suite] if isinstance(suite, Path) else [suite, suite]
+    suites = [side.inside(suite) for side in (sides.a, sides.b)] if isinstance(suite, Path) else [suite, suite]
     with open_workers(specs, [worker_args(s, pytest_args) for s in suites], _env()) as (workers, collected):
         _warn_randomized(workers)
         result = run_ab(workers, collected, ref, _progress, planted=args.plant_slowdown, min_effect=args.min_effect,

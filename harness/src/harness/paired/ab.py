@@ -78,8 +78,7 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
                  f"({outcome.rounds.stop}) {verdict.verdict.value}" + ("" if role == ENTRY else f" ({role})"))
     for side, names in ((1, [n for n in b_names if n not in set(a_names)]), (0, [n for n in a_names if n not in set(b_names)])):
         for nodeid in names:  # on one side only: timed alone, shown as new or missing, never judged
-            record = _alone(workers[side], nodeid, control_budget, result, progress, "new" if side else "missing",
-                            collected[side].clock)
+            record = _alone(workers[side], side, nodeid, control_budget, result, progress, collected[side].clock)
             if record is not None:
                 records[side].append(record)
     pairing = uuid.uuid4().hex
@@ -89,19 +88,20 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
     return result
 
 
-def _alone(worker: WorkerProcess, nodeid: str, budget: Budget, result: AbResult, progress: Callable[[str], None],
-           what: str, clock: str) -> dict[str, Any] | None:
+def _alone(worker: WorkerProcess, side: int, nodeid: str, budget: Budget, result: AbResult,
+           progress: Callable[[str], None], clock: str) -> dict[str, Any] | None:
+    """Time a benchmark that only ``side`` has; None when it did not run (said in ``result`` and the progress)."""
     ready = start(worker, nodeid)
     if ready["ev"] == "done":
-        _not_timed(nodeid, {0: Finished.of(ready), 1: Finished.of(ready)}, result, progress)
+        _not_timed(nodeid, {side: Finished.of(ready)}, result, progress)
         return None
     rounds = time_alone_or_beside([Side(worker)], [ready["iterations"]], budget,
                                   lambda times: half_width(np.log(times[0]), budget.confidence))
     finished = finish(worker)
     if finished.outcome != PASSED:
-        _not_timed(nodeid, {0: finished, 1: finished}, result, progress)
+        _not_timed(nodeid, {side: finished}, result, progress)
         return None
-    progress(f"  {nodeid}  {what}: on one side only, timed alone ({len(rounds.times[0])} rounds)")
+    progress(f"  {nodeid}  {'new' if side else 'missing'}: on one side only, timed alone ({len(rounds.times[0])} rounds)")
     return benchmark_record(nodeid, finished, rounds.times[0], rounds.iterations[0], rounds, clock=clock)
 
 
@@ -111,9 +111,11 @@ def _spread(budget: Budget, order: tuple[int, int]) -> Callable[[list[Any]], flo
     return lambda times: half_width(log_ratios(times[a], times[b]), budget.confidence)
 
 
-def _not_timed(nodeid: str, finished: dict[int, Any], result: AbResult, progress: Callable[[str], None]) -> None:
+def _not_timed(nodeid: str, finished: dict[int, Finished], result: AbResult, progress: Callable[[str], None]) -> None:
+    """Record and say why ``nodeid`` was not timed: a failure on a side (``finished``: side -> how it ended), else
+    the skip reason."""
     for side, label in ((0, "A"), (1, "B")):
-        if finished[side].outcome == FAILED:
+        if side in finished and finished[side].outcome == FAILED:
             result.failed[side][nodeid] = finished[side].message
             progress(f"  {nodeid}  FAILED on {label}: {finished[side].message.strip().splitlines()[-1][:200]}")
             return

@@ -19,9 +19,11 @@ WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 _LOG_TAIL_LINES = 25
 # personality(2) flag ADDR_NO_RANDOMIZE (<linux/personality.h>): the child's address space is not randomized
 _ADDR_NO_RANDOMIZE = 0x0040000
-# What makes two processes of the same code lay out memory alike (see ``WorkerProcess``); the glibc tunable makes
-# malloc ask for transparent huge pages (madvise) for the large blocks it maps, as numpy already does for its arrays.
-ISOLATION_ENV = {"PYTHONHASHSEED": "0", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
+# What makes two processes of the same code lay out memory alike (see ``WorkerProcess``). The glibc tunables make
+# malloc ask for transparent huge pages (madvise) for the large blocks it maps, as numpy already does for its arrays,
+# and fix its mmap threshold at the default 128 KiB: by default glibc raises it whenever a mapped block is freed, so
+# whether a 1 MiB buffer is mapped (page-aligned) or carved from the heap depends on what the process freed before.
+ISOLATION_ENV = {"PYTHONHASHSEED": "0", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=131072"}
 
 
 def _no_address_randomization() -> None:
@@ -43,8 +45,9 @@ class WorkerProcess:
 
     Two processes running the same code differ by several percent on this kind of machine unless their memory is laid
     out alike: measured on the 2-core reference VM, identical code in two workers differed by up to 6% (a ctypes call)
-    with address-space randomization, 4-9% (copies of 64-256 MiB) with buffers on small pages, and 1-5% when the two
-    ran on different CPUs. So every worker starts with address-space randomization off (``personality(2)``
+    with address-space randomization, 4-9% (copies of 64-256 MiB) with buffers on small pages, 4.5% (a 1 MiB
+    alloc/free) with glibc's moving mmap threshold, and 1-5% when the two ran on different CPUs. So every worker
+    starts with address-space randomization off (``personality(2)``
     ADDR_NO_RANDOMIZE; ``randomized`` says whether that was refused), a fixed hash seed and malloc asking for
     transparent huge pages (ISOLATION_ENV), and the controller keeps the workers of a comparison on one CPU (``pin``).
     """

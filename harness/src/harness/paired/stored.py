@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.bench_schema import LIMIT, PAIRED_LIMIT_KEY
+from harness.bench_schema import ENTRY, LIMIT, PAIRED_LIMIT_KEY
 from harness.paired.cpus import CpuChooser
 from harness.paired.engine import Budget, Rounds, Side
 from harness.paired.process import WorkerProcess
@@ -104,7 +104,7 @@ class _StoredRun:
         limit = self.group_limit.get(ready["group"])
         held = self._hold(limit) if limit is not None else None
         role = self.items[nodeid]["role"]
-        budget = self.entry_budget if role in (None, "entry") else self.other_budget
+        budget = self.entry_budget if role in (None, ENTRY) else self.other_budget
         self._pin()
         if held is None:
             rounds = time_alone_or_beside([Side(self.entries)], [ready["iterations"]], budget, _alone_spread(budget))
@@ -136,6 +136,8 @@ class _StoredRun:
         if held is None:
             return
         finished = finish(self.limits)
+        if not held.rounds:  # its entry stopped before timing: the limit is timed alone at the end
+            return
         times = (self.by_nodeid[held.nodeid]["stats"]["data"] if held.nodeid in self.by_nodeid else [])
         times += [t for rounds in held.rounds for t in rounds.times[1]]
         last = held.rounds[-1]
