@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import venv
@@ -150,8 +151,23 @@ def _environment(tree: Path, env: Path, editable: list[str], pinned: list[str],
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RefError(f"installing {tree}'s packages into {env} failed:\n{done.stderr.strip()[-4000:]}")
+    _through(tree, env)
     stamp_file.write_text(stamp + "\n")
     return python
+
+
+def _through(tree: Path, env: Path) -> None:
+    """Make the editable installs of ``env`` name their sources through ``tree`` even when it is a symbolic link
+    (pip's build backends write the resolved path into their ``.pth`` files), so both sides' paths have one length."""
+    real = str(tree.resolve())
+    if real == str(tree):
+        return
+    for pth in env.glob("lib/python*/site-packages/*.pth"):
+        lines = pth.read_text(encoding="utf-8").splitlines()
+        moved = [str(tree) + line[len(real):] if line == real or line.startswith(real + os.sep) else line
+                 for line in lines]
+        if moved != lines:
+            pth.write_text("\n".join(moved) + "\n", encoding="utf-8")
 
 
 def _running_packages(top: Path) -> tuple[list[str], list[str]]:
