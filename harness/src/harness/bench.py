@@ -203,7 +203,10 @@ def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> in
     budget = replace(AB_ENTRY_BUDGET, seconds=args.budget) if args.budget else AB_ENTRY_BUDGET
     suite = _suite(args.suite)
     suites = [side.inside(suite) for side in (sides.a, sides.b)] if isinstance(suite, Path) else [suite, suite]
-    with open_workers(specs, [worker_args(s, pytest_args) for s in suites], _env()) as (workers, collected):
+    # the same rootdir path on both sides gives the same nodeids (B's tree is a link, which the cwd would resolve)
+    args_of = [worker_args(suite_of, [f"--rootdir={side.root}", *pytest_args])
+               for suite_of, side in zip(suites, (sides.a, sides.b))]
+    with open_workers(specs, args_of, _env()) as (workers, collected):
         _warn_randomized(workers)
         result = run_ab(workers, collected, ref, _progress, planted=args.plant_slowdown, min_effect=args.min_effect,
                         entry_budget=budget)
