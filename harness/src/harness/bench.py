@@ -202,7 +202,8 @@ def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> in
              WorkerSpec("B (working tree)", str(sides.b.python), sides.b.root, logs / "B.log")]
     budget = replace(AB_ENTRY_BUDGET, seconds=args.budget) if args.budget else AB_ENTRY_BUDGET
     suite = _suite(args.suite)
-    suites = [side.inside(suite) for side in (sides.a, sides.b)] if isinstance(suite, Path) else [suite, suite]
+    suites: list[str | Path] = [side.inside(suite) for side in (sides.a, sides.b)] if isinstance(suite, Path) \
+        else [suite, suite]
     # the same rootdir path on both sides gives the same nodeids (B's tree is a link, which the cwd would resolve)
     args_of = [worker_args(suite_of, [f"--rootdir={side.root}", *pytest_args])
                for suite_of, side in zip(suites, (sides.a, sides.b))]

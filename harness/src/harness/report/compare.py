@@ -344,7 +344,8 @@ class _StoredJudge:
             ratios_now = now.data / now.paired_limit_data  # type: ignore[operator]
             ratios_before = before.data / before.paired_limit_data  # type: ignore[operator]
             normalized = options(compare_samples, ratios_now, ratios_before)
-            limit_now, limit_before = float(np.median(now.paired_limit_data)), float(np.median(before.paired_limit_data))
+            limit_now = float(np.median(now.paired_limit_data))  # type: ignore[arg-type]
+            limit_before = float(np.median(before.paired_limit_data))  # type: ignore[arg-type]
             found["normalized_paired"] = True
         else:
             limit = self.limits.get(now.group) if now.group is not None else None

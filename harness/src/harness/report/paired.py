@@ -55,7 +55,7 @@ class Paired:
     test: str = WILCOXON
 
 
-def log_ratios(first: Sequence[float], second: Sequence[float]) -> np.ndarray:
+def log_ratios(first: Sequence[float] | np.ndarray, second: Sequence[float] | np.ndarray) -> np.ndarray:
     """``ln(second_i / first_i)`` of each pair (seconds per call, > 0). Raises ValueError on unequal lengths or a time
     that is not > 0."""
     a, b = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
