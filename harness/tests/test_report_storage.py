@@ -100,3 +100,20 @@ def test_the_report_package_imports_no_benchmark_suite():
             "print(sorted(m for m in sys.modules if m.startswith('harness.benchmarks')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_accepting_drift_marks_the_baseline_and_the_drift_window_starts_there(store, tmp_path):
+    from harness.report.storage import drift_since, drift_window
+
+    runs = [parse_run(doc(when=f"2025-01-0{day}T00:00:00+00:00"), f"run{day}") for day in (1, 2, 3)]
+    run_file = synth.write(tmp_path / "run2.json", doc(when="2025-01-02T00:00:00+00:00"))
+    path, promoted, _ = store.promote(run_file, accept_drift=True)
+    baseline = store.load_baseline(promoted)
+    assert drift_since(baseline) == "2025-01-02T00:00:00+00:00"
+    assert json.loads(path.read_text())["benchmarks"] == doc()["benchmarks"]  # the run itself is unchanged
+    assert [run.source for run in drift_window(runs, baseline)] == ["run2", "run3"]
+    # a later baseline saved without --accept-drift keeps the mark
+    later = synth.write(tmp_path / "run3.json", doc(when="2025-01-03T00:00:00+00:00"))
+    store.save_baseline(later, runs[2], drift_since(baseline))
+    assert drift_since(store.load_baseline(runs[2])) == "2025-01-02T00:00:00+00:00"
+    assert drift_window(runs, None) == runs

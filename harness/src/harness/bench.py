@@ -6,7 +6,8 @@
 compared with this machine's baseline ``<baseline dir>/<machine_id>.json`` and with the earlier runs of the machine in
 ``<out>/runs`` (trend plots, drift). ``--save-baseline`` also makes the run the baseline (refused, before anything
 runs, when pytest selection arguments make it partial, unless ``--save-partial-baseline``); ``--promote RUN.json``
-makes a saved run the baseline without running anything. Only the newest ``--keep-runs`` runs are kept.
+makes a saved run the baseline without running anything; with ``--accept-drift`` either one also accepts that run's
+level, so the drift check starts there. Only the newest ``--keep-runs`` runs are kept.
 
 **A/B mode** (``--against [REF]``): the git ref REF (default: the merge base with the main branch, or the stored
 baseline's commit when on it) is checked out beside the working tree, each side with a twin environment
@@ -48,7 +49,7 @@ from harness.paired.session import WorkerSpec, open_workers
 from harness.paired.stored import ENTRY_BUDGET, run_stored
 from harness.report import ReportInputError, parse_run
 from harness.report.cli import add_verdict_arguments, finish, write_report
-from harness.report.storage import RunStore
+from harness.report.storage import RunStore, drift_since, drift_window
 
 __all__ = ["AB_CACHE", "BASELINE_DIR_ENV", "DEFAULT_BASELINE_DIR", "KEEP_RUNS", "build_parser", "main", "worker_args"]
 
@@ -86,6 +87,8 @@ def build_parser(prog: str = "python -m harness bench") -> ArgumentParser:
                         f"(default {DEFAULT_SUITE})")
     parser.add_argument("--promote", metavar="RUN.json", help="make a saved run the baseline of its machine; runs nothing")
     parser.add_argument("--save-baseline", action="store_true", help="also store this run as the machine's baseline")
+    parser.add_argument("--accept-drift", action="store_true",
+                        help="with --save-baseline or --promote: accept this run's level, so the drift check starts here")
     parser.add_argument("--save-partial-baseline", action="store_true",
                         help="store this run as the baseline even when pytest arguments select a subset")
     parser.add_argument("--keep-runs", type=_positive_int, default=KEEP_RUNS, metavar="N",
@@ -115,7 +118,10 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness bench
     try:
         store = _store(args)
         if args.promote:
-            return _promote(store, Path(args.promote))
+            return _promote(store, Path(args.promote), args.accept_drift)
+        if args.accept_drift and not (args.save_baseline or args.save_partial_baseline):
+            raise ReportInputError("--accept-drift goes with --save-baseline or --promote: it marks the baseline "
+                                   "from which drift is judged")
         if args.save_baseline and pytest_args and not args.save_partial_baseline:
             raise ReportInputError(f"--save-baseline with pytest arguments ({' '.join(pytest_args)}): a partial run "
                                    "would replace the full baseline; pass --save-partial-baseline to do it anyway")
@@ -180,10 +186,13 @@ def _stored(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -
               f"{store.keep}, --keep-runs): {', '.join(p.name for p in deleted)}")
     baseline = store.load_baseline(current)
     history, skipped = store.history(current, exclude=run_file)
-    saved = store.save_baseline(run_file, current) if args.save_baseline or args.save_partial_baseline else None
-    report, written = write_report(current, baseline, history, out=args.out, threshold=args.threshold,
-                                   min_effect=args.min_effect, saved_baseline=str(saved) if saved else None,
-                                   warnings=skipped)
+    saved = None
+    if args.save_baseline or args.save_partial_baseline:
+        since = current.datetime.isoformat() if args.accept_drift else drift_since(baseline)
+        saved = store.save_baseline(run_file, current, since)
+    report, written = write_report(current, baseline, drift_window(history, baseline), out=args.out,
+                                   threshold=args.threshold, min_effect=args.min_effect,
+                                   saved_baseline=str(saved) if saved else None, warnings=skipped)
     status = finish(report, written, no_fail=args.no_fail)
     if saved is not None:
         print(f"baseline: {'replaced' if baseline is not None else 'saved'} {saved} with this run ({run_file})")
@@ -227,9 +236,9 @@ def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> in
     return status
 
 
-def _promote(store: RunStore, run_file: Path) -> int:
+def _promote(store: RunStore, run_file: Path, accept_drift: bool) -> int:
     store.check()
-    path, run, previous = store.promote(run_file)
+    path, run, previous = store.promote(run_file, accept_drift=accept_drift)
     commit = str(run.commit_info.get("id") or "?")[:12]
     verb = "replaced" if previous is not None else "saved"
     print(f"baseline: {verb} {path} with {run_file} (commit {commit}, {run.datetime:%Y-%m-%d %H:%M} UTC, "

@@ -10,11 +10,14 @@
   ``machine_info``); saving copies a run file there atomically (a temporary file renamed into place), so a failure
   leaves any earlier baseline as it was; ``promote`` does that for a run saved before, after checking it is a
   usable run;
-- ``history`` reads the other run files of the same machine, skipping (with a warning) any that cannot be used.
+- ``history`` reads the other run files of the same machine, skipping (with a warning) any that cannot be used;
+  the drift check judges those from the baseline's DRIFT_SINCE on (``drift_window``): saving or promoting a baseline
+  with ``--accept-drift`` accepts the level of that run, and later baselines keep the mark.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -22,12 +25,16 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+from harness.bench_schema import RUN_KEY
 from harness.report.errors import ReportInputError
 from harness.report.history import load_history
 from harness.report.load import BenchmarkRun, parse_run, read_json
 from harness.report.machine import machine_id
 
-__all__ = ["RunStore"]
+__all__ = ["DRIFT_SINCE", "RunStore", "drift_since", "drift_window"]
+
+# RUN_KEY entry of a baseline: the ISO datetime from which drift is judged (set by --accept-drift)
+DRIFT_SINCE = "drift_since"
 
 # Run files as ``new_run_path`` names them: (timestamp, optional -N)
 _RUN_NAME = re.compile(r"(?P<stamp>[0-9]{8}T[0-9]{6}Z)(?:-(?P<count>[0-9]+))?\.json(?P<failed>\.failed)?")
@@ -104,16 +111,23 @@ class RunStore:
             raise ReportInputError(f"{exc}; this is the machine's stored baseline: fix or delete it, then rerun with "
                                    "--save-baseline (or --promote a saved run)") from None
 
-    def save_baseline(self, run_file: Path, run: BenchmarkRun) -> Path:
-        """Copy ``run_file`` (holding ``run``) to its machine's baseline path; return that path. Raises
+    def save_baseline(self, run_file: Path, run: BenchmarkRun, drift_since: str | None = None) -> Path:
+        """Copy ``run_file`` (holding ``run``) to its machine's baseline path; return that path. ``drift_since`` (an
+        ISO datetime) is recorded in the copy's RUN_KEY object: the drift check then ignores earlier runs. Raises
         ReportInputError naming the baselines directory when it cannot be written."""
         target = self.baseline_path(run)
         temp: str | None = None
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             handle, temp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-            os.close(handle)
-            shutil.copyfile(run_file, temp)
+            if drift_since is None:
+                os.close(handle)
+                shutil.copyfile(run_file, temp)
+            else:
+                doc = read_json(run_file, "run")
+                doc[RUN_KEY] = {**(doc.get(RUN_KEY) or {}), DRIFT_SINCE: drift_since}
+                with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                    json.dump(doc, stream)
             os.chmod(temp, 0o644)  # mkstemp makes it 0600; a baseline is shared like the reports
             os.replace(temp, target)
         except OSError as exc:
@@ -123,17 +137,34 @@ class RunStore:
                                    f"{self.hint}") from None
         return target
 
-    def promote(self, run_file: Path) -> tuple[Path, BenchmarkRun, BenchmarkRun | None]:
+    def promote(self, run_file: Path, accept_drift: bool = False) -> tuple[Path, BenchmarkRun, BenchmarkRun | None]:
         """Make a saved run file the baseline of the machine it ran on, without running anything: (baseline path, the
-        run, the baseline it replaced or None). Raises ReportInputError for an unusable run file."""
+        run, the baseline it replaced or None). With ``accept_drift`` the drift check starts at this run, else it
+        starts where the replaced baseline said. Raises ReportInputError for an unusable run file."""
         run = parse_run(read_json(run_file, "promoted run"), str(run_file))
         try:
             previous = self.load_baseline(run)
         except ReportInputError:  # an unusable baseline is exactly what a promotion may be replacing
             previous = None
-        return self.save_baseline(run_file, run), run, previous
+        since = run.datetime.isoformat() if accept_drift else drift_since(previous)
+        return self.save_baseline(run_file, run, since), run, previous
 
     def history(self, current: BenchmarkRun, exclude: Path | None = None) -> tuple[list[BenchmarkRun], list[str]]:
         """(the other runs of ``current``'s machine in the runs directory, oldest first; warnings naming the files
         that were skipped as unusable or foreign)."""
         return load_history(self.runs, exclude=exclude, machine=current)
+
+
+def drift_since(baseline: BenchmarkRun | None) -> str | None:
+    """The ISO datetime from which ``baseline`` says drift is judged (``--accept-drift``), or None."""
+    value = baseline.harness.get(DRIFT_SINCE) if baseline is not None else None
+    return str(value) if value else None
+
+
+def drift_window(history: list[BenchmarkRun], baseline: BenchmarkRun | None) -> list[BenchmarkRun]:
+    """The runs of ``history`` that the drift check judges: those from the baseline's DRIFT_SINCE on (all without)."""
+    since = drift_since(baseline)
+    if since is None:
+        return history
+    start = datetime.fromisoformat(since)
+    return [run for run in history if run.datetime >= start]
