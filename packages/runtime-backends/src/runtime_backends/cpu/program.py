@@ -8,6 +8,7 @@ import math
 import mmap
 from collections.abc import Sequence
 from pathlib import Path
+from time import perf_counter
 from typing import Any
 
 from runtime_backends.cpu.abi import INT32_MAX, SIGNATURE_SYMBOL, Signature
@@ -89,10 +90,14 @@ class CPUProgram:
             launch = self._launches[bufs, global_size, local_size, vals]
         except (KeyError, TypeError):  # new arguments, or unhashable ones (lists): validate
             return self._prepare(bufs, global_size, local_size, vals)(wait)
-        if launch.direct and not wait:
+        if not launch.direct:
+            return launch(wait)
+        if not wait:
             launch.fn(launch.block)
             return None
-        return launch(wait)
+        start = perf_counter()
+        launch.fn(launch.block)
+        return perf_counter() - start
 
     def bind(self, *bufs: Any, global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),
              vals: Sequence[int] = ()) -> Launch | ForeignLaunch:
