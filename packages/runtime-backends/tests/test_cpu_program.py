@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import gc
 import shutil
 import weakref
@@ -9,7 +10,7 @@ import weakref
 import numpy as np
 import pytest
 
-from runtime_backends.cpu.allocator import CPUAllocator
+from runtime_backends.cpu.allocator import CPUAllocator, HostPointer
 from runtime_backends.cpu.compiler import ClangCompiler, CompilerNotFoundError
 from runtime_backends.cpu.device import CPUDevice
 from runtime_backends.cpu.program import CPUProgram
@@ -210,3 +211,14 @@ def test_missing_compiler_fails_to_open_with_the_reason(monkeypatch):
     monkeypatch.setenv("CC", "no-such-cc-for-tests")
     with pytest.raises(CompilerNotFoundError, match="no-such-cc-for-tests.*apt-get install clang"):
         CPUDevice()
+
+
+def test_buffer_handles_are_addresses_that_know_their_size():
+    buf = Buffer("CPU", 16, dtypes.float32).allocate()
+    view = buf.view(4, dtypes.float32, 8)
+    ptr = buf.opaque
+    assert isinstance(ptr, HostPointer) and isinstance(ptr, int) and ptr.nbytes == 64
+    assert int(view.opaque) == int(ptr) + 8 and view.opaque.nbytes == 16
+    assert buf.view(2, dtypes.float32, 0).opaque.nbytes == 8  # a smaller view at offset 0 has its own size
+    again = copy.copy(ptr)
+    assert (int(again), again.nbytes) == (int(ptr), 64) and bytes(again.memory) == bytes(ptr.memory)

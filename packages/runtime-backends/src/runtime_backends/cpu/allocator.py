@@ -39,6 +39,9 @@ class HostPointer(int):
     def __repr__(self) -> str:
         return f"HostPointer({int(self):#x}, nbytes={self.nbytes})"
 
+    def __reduce__(self) -> tuple[type[HostPointer], tuple[int, int]]:
+        return HostPointer, (int(self), self.nbytes)  # copy/pickle rebuild the view instead of copying it
+
 
 def _byte_view(address: int, nbytes: int) -> memoryview:
     return memoryview((ctypes.c_uint8 * nbytes).from_address(address)).cast("B")

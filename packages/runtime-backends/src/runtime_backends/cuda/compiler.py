@@ -153,14 +153,16 @@ class NVRTCCompiler(Compiler):
         try:
             (err,) = nvrtc.nvrtcCompileProgram(prog, len(options), options)
             size = _ok(nvrtc, nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
-            buf = b" " * size
+            # NVRTC writes into the buffer: it must be a new mutable one (b" " * 1 is the interpreter's shared b" ",
+            # and writing the empty log's NUL into it changes every b" " of the process)
+            buf = bytearray(size)
             _ok(nvrtc, nvrtc.nvrtcGetProgramLog(prog, buf), "nvrtcGetProgramLog")
             program_log = buf.rstrip(b"\0").decode(errors="replace")
             if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
                 raise CompileError(f"NVRTC failed to compile {src.count(chr(10)) + 1} lines of CUDA C for "
                                    f"compute_{self.target} ({err.name})", stderr=program_log, source=src)
             size = _ok(nvrtc, nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
-            ptx = b" " * size
+            ptx = bytearray(size)
             _ok(nvrtc, nvrtc.nvrtcGetPTX(prog, ptx), "nvrtcGetPTX")
             return self._fit_version(ptx.rstrip(b"\0").decode()).encode()
         finally:
