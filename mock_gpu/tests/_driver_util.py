@@ -56,13 +56,13 @@ def compile_cuda(src: str, includes: bool = False) -> bytes:
     (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-        log = b" " * size
+        log = bytearray(size)  # NVRTC writes into it: never an (interned) bytes object
         nvrtc.nvrtcGetProgramLog(prog, log)
         raise RuntimeError(f"NVRTC failed to compile the test kernel: {log.decode(errors='replace')}")
     _, size = nvrtc.nvrtcGetPTXSize(prog)
-    ptx = b" " * size
+    ptx = bytearray(size)  # NVRTC writes into it: never an (interned) bytes object
     nvrtc.nvrtcGetPTX(prog, ptx)
-    return ptx
+    return bytes(ptx)
 
 
 def load(src: str, *names: str, includes: bool = False) -> tuple[Any, list[Any]]:

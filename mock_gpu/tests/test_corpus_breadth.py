@@ -389,13 +389,13 @@ def _nvrtc(src: str, options: list[str]) -> bytes:
     (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-        log = b" " * size
+        log = bytearray(size)  # NVRTC writes into it: never an (interned) bytes object
         nvrtc.nvrtcGetProgramLog(prog, log)
         raise RuntimeError(f"NVRTC failed: {log.decode(errors='replace')}")
     _, size = nvrtc.nvrtcGetPTXSize(prog)
-    out = b" " * size
+    out = bytearray(size)  # NVRTC writes into it: never an (interned) bytes object
     nvrtc.nvrtcGetPTX(prog, out)
-    return out
+    return bytes(out)
 
 
 def _nvcc(src: str, arch: str, workdir: Path) -> bytes:

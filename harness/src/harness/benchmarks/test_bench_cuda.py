@@ -21,6 +21,8 @@ import pytest
 
 from harness.benchmarks.kernels import GROUP, add_kernel, empty_kernel
 from harness.benchmarks.measure import MakeBuffer, launcher, load, probe, record_rate, record_time, run
+from runtime_backends.cuda.device import CUDADevice
+from runtime_backends.cuda.program import CUDAProgram
 from runtime_core.buffer import Buffer
 from runtime_core.buffer_spec import BufferSpec
 from runtime_core.device import Device
@@ -40,10 +42,13 @@ def _check(result: tuple, call: str) -> Any:
     return out[0] if out else None
 
 
-def _cupy() -> Any:
+def _cupy(device: str) -> Any:
+    """CuPy, working on the same GPU as ``device``; skips on the emulated GPU or without CuPy."""
     if EMULATED:
         pytest.skip("CuPy needs a real GPU (MOCKGPU=1 emulates one)")
-    return pytest.importorskip("cupy", reason="CuPy is not installed")
+    cp = pytest.importorskip("cupy", reason="CuPy is not installed")
+    cp.cuda.Device(_cuda(device).ordinal).use()
+    return cp
 
 
 def _peer(benchmark: Any, device: str, per_call: dict[str, float] | None, what: str, **info: Any) -> None:
@@ -52,6 +57,13 @@ def _peer(benchmark: Any, device: str, per_call: dict[str, float] | None, what: 
         record_time(benchmark, device, "us/call", limit=True, reference=reference, peer="cupy", **info)
     else:
         record_rate(benchmark, device, per_call, limit=True, reference=reference, peer="cupy", **info)
+
+
+def _cuda(device: str) -> CUDADevice:
+    dev = Device[device]
+    if not isinstance(dev, CUDADevice):
+        pytest.skip(f"{device} is not a CUDA device")
+    return dev
 
 
 def _synced(device: str, fn: Callable[[], Any]) -> Callable[[], None]:
@@ -74,8 +86,10 @@ def test_cuda_launch_empty(benchmark: Any, device: str) -> None:
 
 @pytest.mark.benchmark(group="cuda-launch-empty")
 def test_cuda_launch_limit_driver(benchmark: Any, device: str) -> None:
+    dev = _cuda(device)
     prg = load(device, empty_kernel())
-    dev = Device[device]
+    if not isinstance(prg, CUDAProgram):
+        pytest.fail(f"{device} loaded a {type(prg).__name__}, not a CUDAProgram")
     cu, stream = dev.activate(), dev.stream
 
     def call() -> None:
@@ -88,7 +102,7 @@ def test_cuda_launch_limit_driver(benchmark: Any, device: str) -> None:
 
 @pytest.mark.benchmark(group="cuda-launch-empty")
 def test_cuda_launch_peer_cupy(benchmark: Any, device: str) -> None:
-    cp = _cupy()
+    cp = _cupy(device)
     kernel = cp.RawKernel(r'extern "C" __global__ void bench_empty() {}', "bench_empty")
     stream = cp.cuda.get_current_stream()
 
@@ -120,6 +134,7 @@ def _copy_case(device: str, make: MakeBuffer, pinned_of: Callable[[int], Buffer]
     data = np.frombuffer(rng.bytes(nbytes), dtype=np.uint8)
     dev_buf = make(data)
     host = np.ones(nbytes, np.uint8)
+    fn: Callable[[], Any]
     if kind.endswith("pinned"):
         pinned = pinned_of(nbytes)
         pinned.copyin(data)
@@ -141,7 +156,7 @@ def _driver_copy(device: str, make: MakeBuffer, pinned_of: Callable[[int], Buffe
                  kind: str) -> Callable[[], None]:
     """The same copy as bare driver calls: cuMemcpyHtoD/DtoH from/to pageable numpy memory, the *Async forms from/to
     cuMemHostAlloc memory and for device-to-device, each followed by cuStreamSynchronize."""
-    dev = Device[device]
+    dev = _cuda(device)
     cu, stream = dev.activate(), dev.stream
     src, dst = make(nbytes, dtypes.uint8), make(nbytes, dtypes.uint8)
     if kind == "htod-pageable":
@@ -196,7 +211,7 @@ def test_cuda_copy_limit_driver(benchmark: Any, device: str, device_buffers: Mak
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("nbytes", SIZES)
 def test_cuda_copy_peer_cupy(benchmark: Any, device: str, nbytes: int, kind: str) -> None:
-    cp = _cupy()
+    cp = _cupy(device)
     benchmark.group = _group(kind, nbytes)
     dev_arr, other = cp.zeros(nbytes, cp.uint8), cp.zeros(nbytes, cp.uint8)
     host = (cp.cuda.alloc_pinned_memory(nbytes) if kind.endswith("pinned") else None)
@@ -242,7 +257,7 @@ def test_cuda_vector_add_throughput(benchmark: Any, device: str, device_buffers:
 
 @pytest.mark.bench_threshold(0.5)
 def test_cuda_vector_add_peer_cupy(benchmark: Any, device: str) -> None:
-    cp = _cupy()
+    cp = _cupy(device)
     benchmark.group = _vadd_group()
     a, b, c = (cp.ones(VADD_N, cp.float32) for _ in range(3))
     stream = cp.cuda.get_current_stream()

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from runtime_backends.cuda.compiler import PTX_ISA_FOR_SM, NVRTCCompiler, PTXCompiler, ptx_isa_for_driver
+from runtime_backends.cuda.compiler import PTX_ISA_FOR_SM, NVRTCCompiler, PTXCompiler, include_options, ptx_isa_for_driver
 from runtime_core.compiler import CompileError
 
 nvrtc = pytest.importorskip("cuda.bindings.nvrtc", reason="NVRTC (cuda-bindings, nvidia-cuda-nvrtc) is not installed")
@@ -71,3 +71,11 @@ def test_ptx_compiler_refuses_an_unknown_target_and_unstampable_text() -> None:
         PTXCompiler(95).compile(".version 1.0\n.target sm_95\n")
     with pytest.raises(CompileError, match=r"exactly one \.target line to stamp; it has 0"):
         PTXCompiler(90).compile(".version 7.0\n.address_size 64\n")
+
+
+def test_cuda_headers_are_found_through_the_installed_packages() -> None:
+    if not include_options():
+        pytest.skip("no CUDA headers are installed (wheels nvidia-cuda-runtime/nvidia-cuda-cccl, or a toolkit)")
+    src = '#include <cuda_fp16.h>\nextern "C" __global__ void h(__half* p) { p[0] = __float2half(1.5f); }'
+    ptx = NVRTCCompiler(_supported()[-1]).compile(src).decode()
+    assert ".entry h(" in ptx

@@ -8,7 +8,9 @@ import pytest
 from _cuda_util import program, scale_kernel
 
 from runtime_backends.cuda.allocator import HostPointer
+from runtime_backends.cuda.sink import StagingSink
 from runtime_backends.cuda.staging import StagingPool
+from runtime_backends.disk.files import DiskFile
 from runtime_core.buffer import Buffer
 from runtime_core.buffer_spec import BufferSpec
 from runtime_core.dtype import dtypes
@@ -137,3 +139,30 @@ def test_transfers_between_devices(open_cuda, peer: bool, rng: np.random.Generat
     back = Buffer("CUDA", 10_000, dtypes.float32).allocate()
     back.copy_from(dst)
     np.testing.assert_array_equal(back.numpy(), data)
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["read-into-pinned-chunks", "from-the-page-cache"])
+def test_a_file_streams_into_device_memory(cuda, tmp_path, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch,
+                                           cached: bool) -> None:
+    """DISK -> CUDA: cold reads land in the device's pinned chunks and are copied out of them asynchronously while
+    the next ones are read; cached pages are copied from the file mapping. The pool gets every chunk back."""
+    nbytes = (5 << 20) + 4093  # beyond DISK's streaming threshold, several chunks, not a page multiple
+    path = tmp_path / "weights.bin"
+    data = rng.integers(0, 256, nbytes, dtype=np.uint8)
+    path.write_bytes(data.tobytes())
+    if not cached:
+        monkeypatch.setattr(DiskFile, "resident", lambda self, start, end: np.zeros(-(-end // 4096) - start // 4096, bool))
+    pool = _small_staging(cuda, monkeypatch, chunks=3, chunk_bytes=1 << 20)
+    from_chunks: list[bool] = []
+    deliver = StagingSink.deliver
+
+    def counted(sink: StagingSink, piece: memoryview, offset: int, slot: int | None) -> None:
+        from_chunks.append(slot is not None and slot < len(sink.chunks))
+        deliver(sink, piece, offset, slot)
+    monkeypatch.setattr(StagingSink, "deliver", counted)
+    src = Buffer(f"DISK:{path}", nbytes, dtypes.uint8).allocate()
+    dst = Buffer("CUDA", nbytes, dtypes.uint8).allocate()
+    dst.copy_from(src)
+    np.testing.assert_array_equal(dst.numpy(), data)
+    assert pool.out == 0 and pool.count <= 3
+    assert any(from_chunks) != cached  # cold: DMA from the pinned chunks; cached: none of them

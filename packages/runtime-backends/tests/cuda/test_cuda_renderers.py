@@ -110,3 +110,35 @@ def test_local_memory_beyond_the_device_is_refused(renderer) -> None:
     kb.store(out, 0, kb.load(big, 0))
     with pytest.raises(ValueError, match=r"needs \d+ bytes of local memory, the device has 49152"):
         renderer.render(kb.build())
+
+
+# a * b + c whose exact value lies so close to a rounding boundary of the 16-bit type that rounding to float32 first
+# (or through a float32 fmaf) lands on the wrong side
+_FMA_HARD = {dtypes.float16: [(3.0, -3.12890625, 2.0**-24), (3.4375, -3.4375, -(2.0**-24)), (-3.625, 3.71875, 2.0**-24)],
+             dtypes.bfloat16: [(3.0, -3.03125, 3.096647560596466e-08), (3.0, -3.40625, 8.381903171539307e-09),
+                               (-2.625, -1.3125, 6.05359673500061e-09)]}
+
+
+def _rounded_once(a: float, b: float, c: float, dt) -> int:
+    """Bits of the ``dt`` nearest to the exact a*b+c (ties to even), by exact rational comparison."""
+    from fractions import Fraction
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    guess = int(np.array(float(exact), np.float64).astype(dt.np).view(np.uint16))
+    candidates = [guess - 1, guess, guess + 1]
+    return min(candidates, key=lambda bits: (abs(Fraction(float(np.uint16(bits).view(dt.np))) - exact), bits % 2))
+
+
+@pytest.mark.parametrize("ptx", [False, True], ids=["cuda-c", "ptx"])
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16], ids=["float16", "bfloat16"])
+def test_16_bit_fma_rounds_once(open_cuda, ptx: bool, dt) -> None:
+    dev = open_cuda(ptx=ptx)
+    kb = KernelBuilder(f"fma_{dt.name}", (1,), (len(_FMA_HARD[dt]),))
+    a, b, c, out = (kb.buffer(dt) for _ in range(4))
+    i = kb.global_id(0)
+    kb.store(out, i, kb.fma(kb.load(a, i), kb.load(b, i), kb.load(c, i)))
+    kernel = kb.build()
+    columns = [np.array(col, np.float64).astype(dt.np) for col in zip(*_FMA_HARD[dt])]
+    bufs = [Buffer.from_numpy("CUDA", col) for col in columns] + [Buffer("CUDA", 3, dt).allocate()]
+    program(dev, kernel)(*[x.opaque for x in bufs], global_size=(1, 1, 1), local_size=(3, 1, 1))
+    expected = [_rounded_once(*(float(col[k]) for col in columns), dt) for k in range(3)]
+    assert bufs[3].numpy().view(np.uint16).tolist() == expected

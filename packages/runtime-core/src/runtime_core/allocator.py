@@ -11,6 +11,7 @@ from collections import defaultdict
 from typing import Any
 
 from runtime_core.buffer_spec import DEFAULT_SPEC, BufferSpec, normalize_spec
+from runtime_core.sink import CopySink
 
 __all__ = ["Allocator", "LRUAllocator", "MallocAllocator", "DEFAULT_SPEC"]
 
@@ -54,13 +55,21 @@ class Allocator:
     ``_free(opaque, size, spec)``. Data movement hooks are ``_copyin(dest, src: memoryview)`` and
     ``_copyout(dest: memoryview, src)``; optional hooks are ``_as_buffer(opaque, size) -> memoryview`` (zero-copy host
     view of ``size`` bytes),
-    ``_offset(opaque, size, offset) -> opaque`` (sub-buffer views) and ``_transfer(dest, src, size, src_dev, dest_dev)``
-    (device-to-device copies). ``opaque`` is whatever the backend uses as a handle.
+    ``_offset(opaque, size, offset) -> opaque`` (sub-buffer views), ``_transfer(dest, src, size, src_dev, dest_dev)``
+    (device-to-device copies), and for streamed copies between backends (:mod:`runtime_core.sink`)
+    ``_copyout_sink(sink, src, size)`` (a source that delivers its bytes in pieces, e.g. file reads) and
+    ``_sink(dest, size) -> CopySink`` (a destination's own staging memory and asynchronous copies out of it).
+    ``opaque`` is whatever the backend uses as a handle.
+
+    ``copyout_orders``: ``True`` when ``_copyout`` itself runs after all work queued on the device (a queue that is
+    executed in order, as on a CLOUD server), so :meth:`Buffer.copyout` need not ``synchronize()`` first.
 
     ``dev`` is the device the allocator serves (the backend's ``Compiled``, which constructs its allocator with
     ``MyAllocator(self)``), so multi-device backends reach their context in every hook; ``None`` for a free-standing
     allocator (tests, host memory).
     """
+
+    copyout_orders = False
 
     def __init__(self, dev: Any = None) -> None:
         if isinstance(dev, (int, float, str, bytes)):
@@ -79,7 +88,8 @@ class Allocator:
         self._free(_check_opaque(opaque), _check_size(size), normalize_spec(spec))
 
     def supports(self, hook: str) -> bool:
-        """Whether the backend implements the optional hook named ``hook`` (``"_as_buffer"``, ``"_offset"``, ``"_transfer"``)."""
+        """Whether the backend implements the optional hook named ``hook`` (``"_as_buffer"``, ``"_offset"``,
+        ``"_transfer"``, ``"_copyout_sink"``, ``"_sink"``)."""
         return getattr(type(self), hook, None) is not getattr(Allocator, hook, None)
 
     # backend hooks
@@ -103,6 +113,12 @@ class Allocator:
 
     def _transfer(self, dest: Any, src: Any, size: int, src_dev: Any, dest_dev: Any) -> None:
         raise NotImplementedError(f"{type(self).__name__} does not support device-to-device transfer")
+
+    def _copyout_sink(self, sink: CopySink, src: Any, size: int) -> None:
+        raise NotImplementedError(f"{type(self).__name__} does not stream copies out")
+
+    def _sink(self, dest: Any, size: int) -> CopySink:
+        raise NotImplementedError(f"{type(self).__name__} has no streaming copy destination of its own")
 
 
 class LRUAllocator(Allocator):

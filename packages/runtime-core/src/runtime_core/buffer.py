@@ -10,6 +10,7 @@ from runtime_core.allocator import Allocator
 from runtime_core.buffer_spec import BufferSpec, normalize_spec
 from runtime_core.device import Compiled, Device
 from runtime_core.dtype import DType, dtypes
+from runtime_core.sink import CopyinSink, CopySink, HostSink
 
 __all__ = ["Buffer"]
 
@@ -194,7 +195,8 @@ class Buffer:
         if dst.nbytes != self.size * self.dtype.itemsize:
             raise ValueError(f"copyout size mismatch: buffer holds {self.nbytes} bytes, destination has {dst.nbytes} bytes")
         dev = self._dev or self.dev
-        dev.synchronize()
+        if not dev.allocator.copyout_orders:
+            dev.synchronize()
         dev.allocator._copyout(dst, self._opaque)
         return dst
 
@@ -228,7 +230,8 @@ class Buffer:
 
     def copy_from(self, src: Buffer) -> Buffer:
         """Copy ``src`` (same byte size, any device) into this buffer: device-to-device when both are on one backend
-        whose allocator has ``_transfer``, else through host memory."""
+        whose allocator has ``_transfer``; streamed in pieces into this buffer's :meth:`copy_sink` when the source's
+        allocator has ``_copyout_sink`` (DISK: file reads); else through the source's host view."""
         if not isinstance(src, Buffer):
             raise TypeError(f"copy_from takes a Buffer, got {type(src).__name__}; use copyin for host data")
         if src.nbytes != self.nbytes:
@@ -238,6 +241,23 @@ class Buffer:
         same_backend = src.device.partition(":")[0] == self.device.partition(":")[0]
         if same_backend and self.allocator.supports("_transfer"):
             self.allocator._transfer(self._opaque, src._opaque, self.nbytes, src.dev, self.dev)
+        elif src.allocator.supports("_copyout_sink") and (sink := self.copy_sink()) is not None:
+            src.dev.synchronize()
+            src.allocator._copyout_sink(sink, src._opaque, self.nbytes)
         else:
             self.copyin(src.as_buffer(allow_zero_copy=True))
         return self
+
+    def copy_sink(self) -> CopySink | None:
+        """How this buffer takes a streamed copy (:mod:`runtime_core.sink`): the allocator's own ``_sink``, else its
+        zero-copy host memory, else ``_copyin`` into ``_offset`` views; ``None`` when the allocator has none of these.
+        ``RuntimeError`` if the buffer is not allocated."""
+        self._require_allocated("copy into")
+        allocator = self.allocator
+        if allocator.supports("_sink"):
+            return allocator._sink(self._opaque, self.nbytes)
+        if allocator.supports("_as_buffer"):
+            return HostSink(self.as_buffer(force_zero_copy=True))
+        if allocator.supports("_offset"):
+            return CopyinSink(allocator, self._opaque, self.nbytes)
+        return None

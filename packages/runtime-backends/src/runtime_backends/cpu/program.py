@@ -63,6 +63,11 @@ class CPUProgram:
         self._launches: dict[Any, Launch] = {}
         self._parallel: dict[tuple[Any, Any], bool] = {}  # launch shape -> worth the thread pool (learnt per shape)
 
+    @property
+    def arg_counts(self) -> tuple[int, int] | None:
+        """``(buffers, vals)`` from the renderer's signature record, ``None`` for a foreign kernel (unvalidated)."""
+        return None if self.signature is None else (self.signature.buffers, self.signature.vals)
+
     def __call__(self, *bufs: Any, global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),
                  vals: Sequence[int] = (), wait: bool = False) -> float | None:
         """Run ``prod(global_size)`` groups of ``prod(local_size)`` threads on buffers ``bufs`` (host addresses: the

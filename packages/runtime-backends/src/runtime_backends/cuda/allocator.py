@@ -8,7 +8,9 @@ memory. Every copy runs on the owning device's stream, so it is ordered after th
 * ``copyout`` (``cuMemcpyDtoHAsync`` then ``cuStreamSynchronize``) waits for this device's stream only;
 * ``transfer`` on one device is ``cuMemcpyAsync``; between devices it is ``cuMemcpyPeerAsync`` where peer access is
   possible, else staged through pinned host memory, with events ordering the two streams (CUDA driver API, "Memory
-  Management" and "Peer Context Memory Access").
+  Management" and "Peer Context Memory Access");
+* a streamed copy into the device (``runtime_core.sink``: DISK -> CUDA) reads into the staging pool's pinned chunks
+  and copies out of them asynchronously (:mod:`runtime_backends.cuda.sink`).
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ import ctypes
 from typing import Any
 
 from runtime_backends.cuda.driver import check
+from runtime_backends.cuda.sink import StagingSink
 from runtime_backends.cuda.staging import CHUNK_BYTES, MAX_CHUNKS, StagingPool
 from runtime_core.allocator import LRUAllocator
 from runtime_core.buffer_spec import BufferSpec
+from runtime_core.sink import CopySink, HostSink
 
 __all__ = ["CUDAAllocator", "HostPointer"]
 
@@ -79,6 +83,14 @@ class CUDAAllocator(LRUAllocator):
             check(cu, cu.cuMemFreeHost(opaque), "cuMemFreeHost", ptr=int(opaque))
         else:
             check(cu, cu.cuMemFree(opaque), "cuMemFree", dptr=opaque, device=dev.device)
+
+    def _sink(self, dest: int, size: int) -> CopySink:
+        """Where a streamed copy (DISK -> CUDA) lands: pinned host memory directly, device memory through this
+        device's pinned staging chunks (:class:`~runtime_backends.cuda.sink.StagingSink`)."""
+        if isinstance(dest, HostPointer):
+            self.dev.synchronize()  # a queued copy may still read this memory
+            return HostSink(_host_view(dest, size))
+        return StagingSink(self, dest, size)
 
     def _offset(self, opaque: int, size: int, offset: int) -> int:
         return HostPointer(opaque + offset) if isinstance(opaque, HostPointer) else opaque + offset

@@ -21,7 +21,8 @@ from typing import Any
 
 from runtime_core.compiler import CompileError, Compiler
 
-__all__ = ["NVRTCCompiler", "PTXCompiler", "PTX_ISA_FOR_SM", "nvrtc_module", "ptx_isa_for_driver", "ptx_isa_version"]
+__all__ = ["NVRTCCompiler", "PTXCompiler", "PTX_ISA_FOR_SM", "include_options", "nvrtc_module", "ptx_isa_for_driver",
+           "ptx_isa_version"]
 
 log = logging.getLogger(__name__)
 NVRTC_OPTIONS = ("--fmad=false",)
@@ -69,7 +70,7 @@ def _nvrtc_facts() -> tuple[tuple[int, int], tuple[int, ...]]:
 
 
 @functools.cache
-def _include_options() -> tuple[str, ...]:
+def include_options() -> tuple[str, ...]:
     """``-I`` options for the CUDA headers found by ``cuda.pathfinder`` (installed wheels first, then the toolkit)."""
     try:
         from cuda import pathfinder
@@ -135,7 +136,7 @@ class NVRTCCompiler(Compiler):
         return max(usable)
 
     def all_options(self) -> list[str]:
-        return [f"--gpu-architecture=compute_{self.target}", *self.options, *_include_options()]
+        return [f"--gpu-architecture=compute_{self.target}", *self.options, *include_options()]
 
     def identity(self) -> str:
         (major, minor), _ = _nvrtc_facts()
@@ -152,19 +153,19 @@ class NVRTCCompiler(Compiler):
         prog = _ok(nvrtc, nvrtc.nvrtcCreateProgram(src.encode(), b"kernel.cu", 0, [], []), "nvrtcCreateProgram")
         try:
             (err,) = nvrtc.nvrtcCompileProgram(prog, len(options), options)
+            # NVRTC writes into the buffers it is given: they must be mutable (a 1-byte bytes object is a shared
+            # interpreter constant)
             size = _ok(nvrtc, nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
-            # NVRTC writes into the buffer: it must be a new mutable one (b" " * 1 is the interpreter's shared b" ",
-            # and writing the empty log's NUL into it changes every b" " of the process)
             buf = bytearray(size)
             _ok(nvrtc, nvrtc.nvrtcGetProgramLog(prog, buf), "nvrtcGetProgramLog")
-            program_log = buf.rstrip(b"\0").decode(errors="replace")
+            program_log = bytes(buf).rstrip(b"\0").decode(errors="replace")
             if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
                 raise CompileError(f"NVRTC failed to compile {src.count(chr(10)) + 1} lines of CUDA C for "
                                    f"compute_{self.target} ({err.name})", stderr=program_log, source=src)
             size = _ok(nvrtc, nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
             ptx = bytearray(size)
             _ok(nvrtc, nvrtc.nvrtcGetPTX(prog, ptx), "nvrtcGetPTX")
-            return self._fit_version(ptx.rstrip(b"\0").decode()).encode()
+            return self._fit_version(bytes(ptx).rstrip(b"\0").decode()).encode()
         finally:
             nvrtc.nvrtcDestroyProgram(prog)
 

@@ -61,6 +61,9 @@ class CUDADevice(Compiled):
     are missing, no GPU is visible, or the ordinal is beyond the devices present. Compiling needs NVRTC, but a device
     opens without it and still runs given PTX.
 
+    ``dev.runtime(name, ptx)`` loads a :class:`~runtime_backends.cuda.program.CUDAProgram`; ``dev.graph(steps)``
+    builds a :class:`~runtime_backends.cuda.graph.CUDAGraph`. A device is used from one thread at a time.
+
     Attributes:
         cu: the driver module (``runtime_backends.cuda.driver.driver_module``).
         ordinal, limits: the device's ordinal and :class:`~runtime_backends.cuda.limits.DeviceLimits`.
@@ -69,6 +72,7 @@ class CUDADevice(Compiled):
     """
 
     DEFAULT_PRIORITY = 0
+    allocator: CUDAAllocator
 
     def __init__(self, device: str = "CUDA") -> None:
         ordinal, ptx = _ordinal(device), _ptx_requested()

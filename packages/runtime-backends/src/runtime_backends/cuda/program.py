@@ -82,12 +82,19 @@ class CUDAProgram:
         shared_bytes: dynamic shared memory per block; default the amount the PTX records (see
             :mod:`runtime_backends.cuda.ptx_info`), else 0.
 
+    A program packs its launch arguments in place: use it from one thread at a time.
+
     Raises:
         ValueError: ``lib`` is not PTX text (a cubin or fatbin), ``name`` is not a kernel of it or has a parameter
             the protocol cannot pass (:class:`~runtime_backends.cuda.ptx_info.PTXFormatError`), or ``shared_bytes``
             exceeds the device's opt-in limit.
         CUDAError: the driver refused the module (CUDA_ERROR_INVALID_PTX with the JIT log) or the function.
     """
+
+    @property
+    def arg_counts(self) -> tuple[int, int]:
+        """``(buffers, vals)`` of the kernel's PTX entry signature."""
+        return self.signature.nbufs, self.signature.nvals
 
     def __init__(self, dev: Any, name: str, lib: bytes | str, *, shared_bytes: int | None = None) -> None:
         self.dev, self.name = dev, name

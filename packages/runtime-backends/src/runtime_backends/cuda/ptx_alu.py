@@ -6,7 +6,9 @@ Register classes: bool is ``.pred``; integers of up to 32 bits live in ``.b32`` 
 SUB, MUL, NEG, SHL) re-extends it (``cvt.s32.s8`` / ``and.b32``), which is wrap-around modulo 2**bits; 64-bit integers
 are ``.b64``; float16/bfloat16 are their bit patterns in ``.b16`` registers, computed in float32 and rounded once
 (float16 with ``cvt.rn.f16.f32``, bfloat16 with integer round-to-nearest-even); float32/float64 use the IEEE ``.rn``
-instructions, ``max``/``min`` (maxNum/minNum), ``setp.neu`` for CMPNE (true for NaN). EXP2/LOG2 of float32 are
+instructions, ``max``/``min`` (maxNum/minNum), ``fma.rn`` for FMA (a 16-bit FMA adds the exact float64 product
+rounding to odd with ``fma.rz/rm/rp``, then to odd in float32, then once to the type), ``setp.neu`` for CMPNE (true
+for NaN). EXP2/LOG2 of float32 are
 ``ex2.approx.f32``/``lg2.approx.f32`` (2 ulp; 2**-22.6 absolute near 1); SIN of every float type and float64
 EXP2/LOG2 call the subroutines of :mod:`runtime_backends.cuda.ptx_math`.
 
@@ -161,6 +163,7 @@ def _float_alu(w: Emitter, op: Ops, dt: DType, srcs: list[str]) -> str:
         return _call_f64(w, op, f, srcs[0])
     d = w.reg(f)
     name = {Ops.ADD: "add.rn", Ops.SUB: "sub.rn", Ops.MUL: "mul.rn", Ops.DIV: "div.rn", Ops.MAX: "max", Ops.MIN: "min",
+            Ops.FMA: "fma.rn",
             Ops.NEG: "neg", Ops.SQRT: "sqrt.rn", Ops.RECIP: "rcp.rn", Ops.EXP2: "ex2.approx", Ops.LOG2: "lg2.approx"}
     if op is Ops.TRUNC:
         w.ins(f"cvt.rzi.{f}.{f} {d}, {srcs[0]};")
@@ -190,6 +193,12 @@ def _half_alu(w: Emitter, op: Ops, dt: DType, srcs: list[str]) -> str:
         d = w.reg("b16")
         w.ins(f"xor.b16 {d}, {srcs[0]}, 0x8000;")
         return d
+    if op is Ops.FMA:  # the product is exact in float64; the sum rounds to odd twice, then once to the type
+        wide = []
+        for s in srcs:
+            wide.append(w.reg("f64"))
+            w.ins(f"cvt.f64.f32 {wide[-1]}, {to_f32(w, dt, s)};")
+        return from_f32(w, dt, _f32_for_half(w, _fma_odd(w, wide), dtypes.float64))
     result = _float_alu(w, op, dtypes.float32, [to_f32(w, dt, s) for s in srcs])
     return result if op in (Ops.CMPLT, Ops.CMPNE) else from_f32(w, dt, result)
 
@@ -237,6 +246,22 @@ def _jam(w: Emitter, t: str, inexact: str) -> str:
     w.ins(f"or.b32 {odd}, {bits}, 1;")
     w.ins(f"selp.b32 {odd}, {odd}, {bits}, {inexact};")
     w.ins(f"mov.b32 {out}, {odd};")
+    return out
+
+
+def _fma_odd(w: Emitter, args: list[str]) -> str:
+    """float64 ``a * b + c`` rounded to odd: exact where rounding down and up agree, else truncated with the last bit
+    set (``fma.rz``/``fma.rm``/``fma.rp``)."""
+    t, lo, hi, bits, odd, out = (w.reg(c) for c in ("f64", "f64", "f64", "b64", "b64", "f64"))
+    inexact = w.reg("pred")
+    operands = ", ".join(args)
+    for mode, reg in (("rz", t), ("rm", lo), ("rp", hi)):
+        w.ins(f"fma.{mode}.f64 {reg}, {operands};")
+    w.ins(f"setp.ne.f64 {inexact}, {lo}, {hi};")
+    w.ins(f"mov.b64 {bits}, {t};")
+    w.ins(f"or.b64 {odd}, {bits}, 1;")
+    w.ins(f"selp.b64 {odd}, {odd}, {bits}, {inexact};")
+    w.ins(f"mov.b64 {out}, {odd};")
     return out
 
 

@@ -7,7 +7,9 @@ Semantics follow the module docstring of ``runtime_core.ir``, with nothing left 
 
 * integer ADD/SUB/MUL/NEG/SHL are computed in ``unsigned int``/``unsigned long long`` and converted back, so they wrap;
   IDIV/MOD are C's (truncating), SHR of a signed value is arithmetic (NVCC's signed ``>>``);
-* float MAX/MIN are ``fmax[f]``/``fmin[f]`` (IEEE maxNum/minNum); EXP2/LOG2/SIN/SQRT/TRUNC are the CUDA math library's
+* float MAX/MIN are ``fmax[f]``/``fmin[f]`` (IEEE maxNum/minNum), FMA is ``fma[f]`` (one rounding; for float16/bfloat16
+  the exact product plus the addend rounded to odd in double, then to odd in float, then once to the type);
+  EXP2/LOG2/SIN/SQRT/TRUNC are the CUDA math library's
   ``exp2[f] log2[f] sin[f] sqrt[f] trunc[f]`` (at most 2 ulp off; CUDA C++ Programming Guide, "Mathematical
   Functions"); DIV and RECIP are IEEE divisions;
 * float16/bfloat16 values live as 16-bit patterns (``unsigned short``): each op converts to float (exact), computes,
@@ -59,6 +61,11 @@ static __device__ __forceinline__ float rtk_ll2f_odd(long long v) {
 static __device__ __forceinline__ float rtk_ull2f_odd(unsigned long long v) {
   float t = __ull2float_rz(v); return rtk_odd(t, (unsigned long long)t != v);
 }
+/* a * b + c rounded to double to odd: exact when rounding down and up agree, else the truncation with its last bit set */
+static __device__ __forceinline__ double rtk_fma_odd(double a, double b, double c) {
+  double t = __fma_rz(a, b, c);
+  return __fma_rd(a, b, c) != __fma_ru(a, b, c) ? __longlong_as_double(__double_as_longlong(t) | 1LL) : t;
+}
 """
 _CTYPES = {dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.int16: "short", dtypes.int32: "int",
            dtypes.int64: "long long", dtypes.uint8: "unsigned char", dtypes.uint16: "unsigned short",
@@ -67,7 +74,7 @@ _CTYPES = {dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.int16: "short
 # float16/bfloat16: (to float, from float, bit pattern of 1.0)
 _HALF_CONV = {dtypes.float16: ("rtk_h2f", "rtk_f2h", 0x3C00), dtypes.bfloat16: ("rtk_b2f", "rtk_f2b", 0x3F80)}
 _MATH = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc", Ops.MAX: "fmax",
-         Ops.MIN: "fmin"}
+         Ops.MIN: "fmin", Ops.FMA: "fma"}
 _ARITH = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.DIV: "/", Ops.IDIV: "/", Ops.MOD: "%", Ops.AND: "&",
           Ops.OR: "|", Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>", Ops.CMPLT: "<", Ops.CMPNE: "!="}
 _WRAPPING = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.SHL})
@@ -249,6 +256,9 @@ def _half_alu(op: Ops, dt: DType, args: list[str]) -> str:
     to_float, from_float, _ = _HALF_CONV[dt]
     if op is Ops.NEG:
         return f"((unsigned short)({args[0]} ^ 0x8000u))"
+    if op is Ops.FMA:  # the product is exact in double; the sum rounds to odd twice, then once to the type
+        wide = ", ".join(f"(double){to_float}({a})" for a in args)
+        return f"{from_float}(rtk_d2f_odd(rtk_fma_odd({wide})))"
     value = _float_alu(op, dtypes.float32, [f"{to_float}({a})" for a in args])
     return value if op in (Ops.CMPLT, Ops.CMPNE) else f"{from_float}({value})"
 

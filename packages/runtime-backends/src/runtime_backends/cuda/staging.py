@@ -57,11 +57,12 @@ class StagingPool:
         self.dev, self.chunk_bytes, self.max_chunks = dev, chunk_bytes, max_chunks
         self.idle: list[Chunk] = []
         self.busy: deque[Chunk] = deque()  # in the order their events were recorded
+        self.out = 0  # acquired and not yet released
 
     @property
     def count(self) -> int:
-        """Chunks allocated so far (idle and busy)."""
-        return len(self.idle) + len(self.busy)
+        """Chunks allocated so far: idle, busy, and handed out (acquired, not yet released)."""
+        return len(self.idle) + len(self.busy) + self.out
 
     def acquire(self) -> Chunk:
         """An idle chunk: a recycled one whose copy finished, a new one while under ``max_chunks``, else the oldest
@@ -69,23 +70,30 @@ class StagingPool:
         while self.busy and self._finished(self.busy[0]):
             self.idle.append(self.busy.popleft())
         if self.idle:
-            return self.idle.pop()
-        if self.count < self.max_chunks:
-            return self._new_chunk()
-        chunk = self.busy.popleft()
-        self._wait(chunk)
+            chunk = self.idle.pop()
+        elif self.count < self.max_chunks:
+            chunk = self._new_chunk()
+        elif self.busy:
+            chunk = self.busy.popleft()
+            self._wait(chunk)
+        else:
+            raise RuntimeError(f"all {self.max_chunks} staging chunks of {self.dev.device} are held by streamed copies "
+                               f"that have not finished (CopySink.finish)")
+        self.out += 1
         return chunk
 
     def release_after(self, chunk: Chunk, stream: Any) -> None:
         """Mark ``chunk`` busy until the work enqueued on ``stream`` so far (its copy) has run."""
         cu = self.dev.cu
-        check(cu, cu.cuEventRecord(chunk.event, stream), "cuEventRecord", what="staging chunk")
+        self.out -= 1
         self.busy.append(chunk)
+        check(cu, cu.cuEventRecord(chunk.event, stream), "cuEventRecord", what="staging chunk")
 
     def close(self) -> None:
-        """Wait for every busy chunk, then free all chunks and their events (the pool is empty afterwards)."""
+        """Wait for every busy chunk, then free all chunks and their events (the pool is empty afterwards; chunks
+        still handed out go with the device's context)."""
         cu = self.dev.cu
-        chunks, self.idle, self.busy = [*self.busy, *self.idle], [], deque()
+        chunks, self.idle, self.busy, self.out = [*self.busy, *self.idle], [], deque(), 0
         for chunk in chunks:
             check(cu, cu.cuEventSynchronize(chunk.event), "cuEventSynchronize", what="staging chunk")
             check(cu, cu.cuEventDestroy(chunk.event), "cuEventDestroy")

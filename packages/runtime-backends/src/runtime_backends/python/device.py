@@ -98,18 +98,19 @@ def _load(text: str | bytes) -> Kernel:
 
 class PythonProgram:
     """Kernel ``name`` of IR text ``lib`` on ``dev``, run by the numpy interpreter; follows the
-    ``runtime_core.program.Program`` protocol. ``CompileError`` for invalid IR or a kernel of another name."""
+    ``runtime_core.program.Program`` protocol.
+    ``CompileError`` for invalid IR or a kernel of another name."""
 
     def __init__(self, dev: Compiled, name: str, lib: bytes) -> None:
         self.dev, self.kernel = dev, _load(lib)
         if self.kernel.name != name:
             raise CompileError(f"program {name!r} not found; the IR defines {self.kernel.name!r}")
         self.name = name
+        self.arg_counts = (len(self.kernel.buffers), len(self.kernel.vars))
 
     def __call__(self, *bufs: np.ndarray, global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),
                  vals: Sequence[int] = (), wait: bool = False) -> float | None:
-        gs, ls = check_launch(self.name, bufs, vals, len(self.kernel.buffers), len(self.kernel.vars), global_size,
-                              local_size)
+        gs, ls = check_launch(self.name, bufs, vals, *self.arg_counts, global_size, local_size)
         _check_shape(self.name, gs, ls)
         for u, b in zip(self.kernel.buffers, bufs):
             if not isinstance(b, np.ndarray) or b.dtype != np.uint8 or b.ndim != 1:
