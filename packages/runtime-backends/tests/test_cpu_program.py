@@ -118,6 +118,22 @@ def test_each_launch_runs_with_its_own_arguments(cc):
         assert list(out[:n]) == [t + 1000 * v for t in range(n)] and not out[n:].any()
 
 
+def test_repeated_argument_objects_still_launch_what_they_hold_now(cc):
+    """The same size tuple with other buffers, and a size list mutated between calls, launch their current values."""
+    prg = load(cc, thread_ids_kernel())
+    outs = [np.zeros(8, np.int32) for _ in range(2)]
+    sizes = np.zeros(6, np.int32)
+    gs, vals = (4,), (5,)
+    for out in outs:
+        prg(out.ctypes.data, sizes.ctypes.data, global_size=gs, vals=vals)
+    assert all(list(out[:4]) == [t + 5000 for t in range(4)] for out in outs)
+    shape = [2]
+    for n in (2, 8):
+        shape[0] = n
+        prg(outs[0].ctypes.data, sizes.ctypes.data, global_size=shape, vals=vals)
+        assert sizes[0] == n
+
+
 def test_bind_validates_once_and_replays(cc):
     prg = load(cc, thread_ids_kernel())
     out, sizes = np.zeros(8, np.int32), np.zeros(6, np.int32)

@@ -101,6 +101,16 @@ class Launch:
 
     def __call__(self, wait: bool = False) -> float | None:
         """Run the launch; the elapsed seconds when ``wait``, else None. Raises ``OutOfBoundsError`` (checked)."""
+        if self.direct:
+            if not wait:
+                self.fn(self.block)
+                return None
+            start = perf_counter()
+            self.fn(self.block)
+            return perf_counter() - start
+        return self._run(wait)
+
+    def _run(self, wait: bool) -> float | None:
         for fault in self.faults:
             fault[0] = 0
         pooled = self._pooled_next()
