@@ -117,10 +117,10 @@ def tests_cloud(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """The main job: benchmarks on every available backend, then the regression report (reports/report.*).
 
-    Compares against this machine's baseline and exits 1 on a real regression.
-
-    `nox -s bench -- --save-baseline` also stores this run as the machine's baseline; arguments after `--` go to
-    `python -m harness bench` (see its --help), e.g. `nox -s bench -- -- --backends CPU`.
+    Stored-baseline mode by default (this machine's baseline and history; exit 1 on a real regression of our code);
+    A/B mode with `nox -s bench -- --against [REF]` (the ref and the working tree in alternating rounds: use it for a
+    change). Arguments after `--` go to `python -m harness bench` (see its --help): `--save-baseline`,
+    `--promote RUN.json`, `-k EXPR`, `--backends CPU`, ...; pytest options it does not know go after a second `--`.
     """
     require_c_compiler(session)
     install_packages(session, *TEST_DEPS, *NVRTC_DEPS, "numba")

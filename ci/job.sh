@@ -44,7 +44,7 @@ case "$job" in
     docker-lint)    # hadolint on every Dockerfile + the CI configuration tests (ci/tests)
         "${NOX[@]}" -s docker-lint ;;
     bench-smoke)    # a short benchmark run that writes the reports (no gate: one round is no verdict)
-        "${NOX[@]}" -s bench -- --no-fail --out reports/smoke -- -k "launch or alloc" --benchmark-min-rounds=3 ;;
+        "${NOX[@]}" -s bench -- --no-fail --out reports/smoke -k "launch or alloc" --budget 0.5 ;;
     bench-baseline) # pushes to main: the benchmarks, stored as this runner's baseline
         "${NOX[@]}" -s bench -- --save-baseline ;;
     bench-ab)       # pull requests: paired A/B of the PR against BASE_REF (default origin/main); exit 1 on regression

@@ -145,7 +145,7 @@ def test_ci_of_resampled_zero_medians_reads_n_a_not_nan(tmp_path):
     assert report_main(["--current", str(current), "--baseline", str(baseline), "--out", str(tmp_path / "out")]) == 0
 
     row = [line for line in (tmp_path / "out" / "report.md").read_text().splitlines() if line.startswith("| t::x")]
-    assert row == ["| t::x | 1 ms | 1 ms | x1.000 | n/a | 1 | 10% |  |"]
+    assert row == ["| t::x | entry | 1 ms | 1 ms | x1.000 | n/a | 1 | 10% |  |"]
     assert json.loads((tmp_path / "out" / "report.json").read_text())["benchmarks"][0]["ci"] == [None, None]
 
 

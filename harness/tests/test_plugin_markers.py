@@ -110,6 +110,56 @@ def test_bad(benchmark):
     result.stdout.fnmatch_lines(["*test_bad: @pytest.mark.bench_threshold: threshold -1 must be a fraction > 0*"])
 
 
+def test_bench_role_and_group_template_land_in_the_saved_run(fake_pytester: pytest.Pytester,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    fake_pytester.makepyfile("""
+import pytest
+
+@pytest.mark.benchmark(group="copy-{size}")
+@pytest.mark.parametrize("size", ["4KiB"])
+def test_entry(benchmark, size):
+    benchmark(lambda: None)
+
+@pytest.mark.benchmark(group="copy-{size}")
+@pytest.mark.parametrize("size", ["4KiB"])
+@pytest.mark.bench_role("limit", reference="numpy.copyto")
+def test_limit(benchmark, size):
+    benchmark(lambda: None)
+
+@pytest.mark.bench_role("peer", peer="numba")
+def test_peer(benchmark):
+    benchmark(lambda: None)
+""")
+    out = fake_pytester.path / "bench.json"
+    result = fake_pytester.runpytest(f"--benchmark-json={out}", "--benchmark-min-rounds=1", "--benchmark-max-time=0.001")
+    result.assert_outcomes(passed=3)
+    found = {b["name"]: (b["group"], b["extra_info"]) for b in json.loads(out.read_text())["benchmarks"]}
+    assert found == {
+        "test_entry[4KiB]": ("copy-4KiB", {}),
+        "test_limit[4KiB]": ("copy-4KiB", {"role": "limit", "limit": True, "reference": "numpy.copyto"}),
+        "test_peer": (None, {"role": "peer", "limit": False, "peer": "numba"}),
+    }
+
+
+@pytest.mark.parametrize(("mark", "said"), [
+    ('bench_role("host")', "role 'host' is not one of entry, limit, peer"),
+    ('bench_role("limit")', "bench_role('limit') needs reference='...' saying what it measures"),
+    ('bench_role("entry", peer="x")', "bench_role('entry') takes no peer="),
+])
+def test_bench_role_misuse_fails_the_test_with_the_reason(fake_pytester: pytest.Pytester, mark: str, said: str) -> None:
+    fake_pytester.makepyfile(f"""
+import pytest
+
+@pytest.mark.{mark}
+def test_bad(benchmark):
+    benchmark(lambda: None)
+""")
+    result = fake_pytester.runpytest("--benchmark-disable")
+    assert result.ret != 0
+    result.stdout.fnmatch_lines([f"*test_bad: @pytest.mark.{said}*" if "role '" not in said else f"*{said}*"])
+
+
 BIGMEM_TEST = """
 import pytest
 

@@ -56,18 +56,19 @@ def test_planted_regression_exits_1_and_writes_all_reports(tmp_path, capsys):
 
     assert status == 1
     terminal = capsys.readouterr().out
-    assert "FAIL: 1 regressed, 0 improved, 1 unchanged, 0 new, 0 missing" in terminal
+    assert "FAIL: 1 regressed, 0 drifted, 0 improved, 0 limits/peers moved, 1 unchanged, 0 new, 0 missing" in terminal
     assert re.search(r"REGRESSED +bench\.py::test_copy\[1MiB\] +x1\.2", terminal)
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["failed"] is True
-    assert report["counts"] == {"regressed": 1, "improved": 0, "unchanged": 1, "new": 0, "missing": 0}
+    assert report["counts"] == {"regressed": 1, "drifted": 0, "improved": 0, "moved": 0, "unchanged": 1, "new": 0,
+                                "missing": 0}
     by_name = {b["fullname"]: b for b in report["benchmarks"]}
     assert by_name[SLOW]["verdict"] == "regressed" and by_name[STEADY]["verdict"] == "unchanged"
     assert by_name[SLOW]["ratio"] == pytest.approx(1.25, abs=0.05)
     assert by_name[SLOW]["ci"][0] < by_name[SLOW]["ratio"] < by_name[SLOW]["ci"][1]
     assert report["current"]["commit_info"]["id"] == "fedcba9876543210"
     markdown = (tmp_path / "out" / "report.md").read_text()
-    assert markdown.startswith("## Benchmark report: FAIL, 1 regressed")
+    assert markdown.startswith("## Benchmark report (stored baseline): FAIL, 1 regressed")
     assert "### Regressed (1)" in markdown and "### Unchanged (1)" in markdown
     assert "fedcba987654 on feature, dirty" in markdown and "0123456789ab on main" in markdown
     assert "GB/s=0.8 (baseline 1)" in markdown
@@ -95,7 +96,7 @@ def test_markdown_table_rows_keep_their_cells_with_pipes_in_names(tmp_path):
 
     [row] = [line for line in (tmp_path / "out" / "report.md").read_text().splitlines() if "test\\_x" in line]
     assert row.startswith(r"| b.py::test\_x\[a\|b\<i\>\] |")
-    assert len(re.findall(r"(?<!\\)\|", row)) == 9  # 8 columns
+    assert len(re.findall(r"(?<!\\)\|", row)) == 10  # 9 columns
 
 
 class _Checker(HTMLParser):
@@ -167,10 +168,11 @@ def test_history_orders_runs_by_datetime(tmp_path):
         doc = synth.run([synth.benchmark("t::x", np.full(5, day * 1e-3))], when=f"2025-01-0{day}T00:00:00")
         synth.write(tmp_path / f"{name}.json", doc)
 
-    series = median_series(load_history(tmp_path), "t::x")
+    runs, warnings = load_history(tmp_path)
+    series = median_series(runs, "t::x")
 
     assert [median for _, median in series] == pytest.approx([1e-3, 2e-3, 3e-3])
-    assert [moment.day for moment, _ in series] == [1, 2, 3]
+    assert [moment.day for moment, _ in series] == [1, 2, 3] and warnings == []
 
 
 def test_different_machines_warn_at_the_top_of_every_report(tmp_path, capsys):
@@ -252,14 +254,17 @@ def test_unusable_current_exits_2_with_one_line(tmp_path, capsys, content, messa
     assert not (tmp_path / "out").exists()
 
 
-def test_unusable_history_file_exits_2_naming_it(tmp_path, capsys):
+def test_unusable_history_file_is_skipped_with_a_warning_naming_it(tmp_path, capsys):
     history = tmp_path / "hist"
     history.mkdir()
     (history / "broken.json").write_text("{")
     good = synth.write(tmp_path / "good.json", _good())
 
-    assert run_cli(good, good, tmp_path / "out", "--history", str(history)) == 2
-    assert "broken.json" in capsys.readouterr().err
+    assert run_cli(good, good, tmp_path / "out", "--history", str(history)) == 0
+    err = capsys.readouterr().err
+    assert "harness report: warning: skipped an unusable history file" in err and "broken.json" in err
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["history_runs"] == 0 and any("broken.json" in w for w in report["warnings"])
     assert run_cli(good, good, tmp_path / "out", "--history", str(tmp_path / "nowhere")) == 2
 
 

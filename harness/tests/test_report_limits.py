@@ -1,17 +1,21 @@
 """The verdict rule with practical limits: raw and limit-normalized comparisons must agree, limit entries never fail,
-and no verdict when the bootstrap CI of the ratio holds 1."""
+and no verdict when the bootstrap CI of the ratio holds 1. Runs here mark limits the pre-role way
+(``extra_info['limit'] = True``) and carry no paired limit rounds, as plain ``pytest --benchmark-json`` runs do; the
+paired normalization is in test_report_paired."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
 import pytest
 import test_report_synth as synth
-from test_bench_runner import FakePytest, report_json, run_bench
 
-from harness import bench
 from harness.report import Verdict, compare
+from harness.report.render_json import render_json
+from harness.report.render_md import render_markdown
+from harness.report.render_text import render_text
 from harness.report.stats import decide
 
 LIMIT = "b.py::test_copy_limit_numpy_copyto[64MiB]"
@@ -39,17 +43,6 @@ def machine_run(seed: int, factors: dict[str, float] | None = None, machine: flo
     return synth.run(entries, **run_kw)
 
 
-@pytest.fixture
-def fake(monkeypatch):
-    """``fake(doc)`` makes the next bench runs' pytest write ``doc`` (see test_bench_runner.FakePytest)."""
-    monkeypatch.delenv(bench.BASELINE_DIR_ENV, raising=False)
-
-    def install(doc: dict) -> None:
-        monkeypatch.setattr(bench.subprocess, "run", FakePytest(doc))
-
-    return install
-
-
 def by_name(result) -> dict:
     return {c.fullname: c for c in result.comparisons}
 
@@ -58,7 +51,7 @@ def test_machine_wide_slowdown_of_every_entry_is_no_regression():
     result = compare(machine_run(1, machine=1.5), machine_run(0))
 
     found = by_name(result)
-    assert not result.failed and result.regressions == []
+    assert not result.failed and result.failing == []
     for name in (DEVICE, OTHER, LAUNCH):
         assert found[name].verdict is Verdict.UNCHANGED
         assert found[name].ratio == pytest.approx(1.5, rel=0.05)  # raw: 50% slower, significant, CI above 1
@@ -68,15 +61,16 @@ def test_machine_wide_slowdown_of_every_entry_is_no_regression():
         assert found[name].note.startswith("raw regressed only: machine-wide change: the limit moved too (limit x1.")
     for name in LIMITS:  # judged and visible, but labelled and not a failure
         assert found[name].verdict is Verdict.REGRESSED and found[name].ratio == pytest.approx(1.5, rel=0.05)
-        assert found[name].note == f"limit moved: the machine was x{found[name].ratio:.2f} slower (a limit never fails the run)"
-    assert result.limit_moves == [found[LIMIT], found[LAUNCH_LIMIT]]  # by verdict, then by name
+        assert found[name].note == f"limit moved: the machine was x{found[name].ratio:.2f} slower (never fails the run)"
+    moved = next(s for s in result.sections if s.key == "moved").comparisons
+    assert moved == (found[LIMIT], found[LAUNCH_LIMIT])  # by section, then by name
 
 
 def test_one_device_entry_25_percent_slower_with_the_limit_unchanged_is_regressed():
     result = compare(machine_run(1, {DEVICE: 1.25}), machine_run(0))
 
     found = by_name(result)
-    assert result.failed and result.regressions == [found[DEVICE]]
+    assert result.failed and result.failing == [found[DEVICE]]
     assert found[DEVICE].ratio == pytest.approx(1.25, rel=0.04)
     assert found[DEVICE].normalized_ratio == pytest.approx(1.25, rel=0.05)
     assert found[DEVICE].normalized_ci[0] > 1.1 and found[DEVICE].normalized_p_value < 1e-10
@@ -93,7 +87,7 @@ def test_a_benchmark_without_a_limit_gets_the_raw_verdict():
 
     launch = by_name(result)[LAUNCH]
     assert launch.verdict is Verdict.REGRESSED and launch.normalized_ratio is None and launch.note is None
-    assert result.regressions == [launch]
+    assert result.failing == [launch]
 
 
 def test_the_limit_alone_slower_fails_nothing():
@@ -114,7 +108,7 @@ def test_a_faster_machine_labels_the_limit_faster():
     found = by_name(result)
     assert found[LIMIT].verdict is Verdict.IMPROVED
     assert found[LIMIT].note.startswith("limit moved: the machine was x1.4")  # 1 / 0.7 = 1.43 times faster
-    assert found[LIMIT].note == f"limit moved: the machine was x{1 / found[LIMIT].ratio:.2f} faster (a limit never fails the run)"
+    assert found[LIMIT].note == f"limit moved: the machine was x{1 / found[LIMIT].ratio:.2f} faster (never fails the run)"
     assert found[DEVICE].verdict is Verdict.UNCHANGED and found[DEVICE].normalized_ratio == pytest.approx(1.0, abs=0.05)
 
 
@@ -160,35 +154,37 @@ def test_limit_missing_from_the_baseline_leaves_the_raw_comparison_and_says_so()
 
 
 @pytest.mark.parametrize(
-    ("current", "status", "summary"),
+    ("current", "failed", "summary"),
     [
-        (machine_run(2, machine=1.5), 0, "PASS: 2 regressed, 0 improved, 3 unchanged, 0 new, 0 missing; 2 limits moved"),
-        (machine_run(2, {DEVICE: 1.25}), 1, "FAIL: 1 regressed, 0 improved, 4 unchanged, 0 new, 0 missing\n"),
-        (machine_run(2, {LIMIT: 1.5}), 0, "PASS: 1 regressed, 0 improved, 4 unchanged, 0 new, 0 missing; 1 limit moved"),
+        (machine_run(2, machine=1.5), False, "PASS: 0 regressed, 0 drifted, 0 improved, 2 limits/peers moved, 3 unchanged"),
+        (machine_run(2, {DEVICE: 1.25}), True, "FAIL: 1 regressed, 0 drifted, 0 improved, 0 limits/peers moved, 4 unchanged"),
+        (machine_run(2, {LIMIT: 1.5}), False, "PASS: 0 regressed, 0 drifted, 0 improved, 1 limits/peers moved, 4 unchanged"),
     ],
     ids=["machine-1.5x", "device-1.25x", "limit-1.5x"],
 )
-def test_bench_exit_status_follows_device_entries_only(tmp_path, fake, capsys, current, status, summary):
-    fake(machine_run(1))
-    assert run_bench(tmp_path, "--save-baseline") == 0
-    fake(current)
+def test_only_entries_fail_and_every_output_counts_alike(current, failed, summary):
+    result = compare(current, machine_run(1))
 
-    assert run_bench(tmp_path) == status
-
-    out = capsys.readouterr().out
-    assert summary in out
-    report = report_json(tmp_path)
-    assert report["schema_version"] == 2 and report["failed"] is (status == 1)
-    assert LIMIT in report["limits_moved"] if status == 0 else report["limits_moved"] == []
-    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert result.failed is failed
+    text, markdown, report = render_text(result), render_markdown(result, 0), json.loads(render_json(result, 0))
+    assert summary in text
+    assert report["schema_version"] == 3 and report["failed"] is failed
+    # one computation behind every count: the JSON counts, the Markdown headings and the summary table agree
+    for key, count in report["counts"].items():
+        title = next(s.title for s in result.sections if s.key == key)
+        assert (f"### {title} ({count})" in markdown) is (count > 0)
+        assert sum(b["section"] == key for b in report["benchmarks"]) == count
     assert "ratio vs limit [CI]" in markdown and "must pass this both raw and normalized by the limit" in markdown
-    if status == 0:
+    moved = [b for b in report["benchmarks"] if b["section"] == "moved"]
+    assert all(b["role"] == "limit" and not b["fails"] for b in moved)
+    if not failed:
         line = re.escape(f"  LIMIT     {LIMIT}  x1.") + r"[45]\d\d CI \[.*: limit moved: the machine was x1\.[45]\d slower"
-        assert re.search(line, out)
+        assert re.search(line, text)
     else:
         [device] = [b for b in report["benchmarks"] if b["fullname"] == DEVICE]
         assert device["fails"] and device["normalized_ratio"] == pytest.approx(1.25, rel=0.05)
         assert device["limit_ratio"] == pytest.approx(1.0, abs=0.05)
+        assert device["x_limit"] == {"ratio": pytest.approx(1.4 * 1.25, rel=0.05), "limit": LIMIT, "paired": False}
 
 
 def test_a_disagreement_from_an_inconclusive_comparison_says_so():

@@ -1,241 +1,321 @@
-"""``python -m harness bench``: run the benchmark suites, keep the run, and report against this machine's baseline.
+"""``python -m harness bench``: run the benchmark suites and judge them, in one of two modes (what ``nox -s bench`` runs).
 
-This is what ``nox -s bench`` runs. Steps:
+**Stored-baseline mode** (the default): the working tree's benchmarks run in two long-lived pytest workers
+(``harness.paired.stored``): each entry is timed in alternating rounds beside its group's practical limit, so its
+"x limit" is a same-moment ratio. The run is saved as ``<out>/runs/<UTC timestamp>.json`` (pytest-benchmark JSON) and
+compared with this machine's baseline ``<baseline dir>/<machine_id>.json`` and with the earlier runs of the machine in
+``<out>/runs`` (trend plots, drift). ``--save-baseline`` also makes the run the baseline (refused, before anything
+runs, when pytest selection arguments make it partial, unless ``--save-partial-baseline``); ``--promote RUN.json``
+makes a saved run the baseline without running anything; with ``--accept-drift`` either one also accepts that run's
+level, so the drift check starts there. Only the newest ``--keep-runs`` runs are kept.
 
-1. ``python -m pytest --pyargs harness.benchmarks -p no:xdist -p no:cacheprovider --benchmark-only
-   --benchmark-min-time=0.0005 --benchmark-max-time=1.0 --benchmark-json=<out>/runs/<UTC timestamp>.json -v`` plus the
-   arguments after ``--`` (e.g. ``--backends CPU``), in a subprocess whose output goes straight to the terminal; never
-   under xdist, whose workers would time concurrently. The minimum time makes pytest-benchmark calibrate each round of
-   a quick benchmark to >= 0.5 ms (many iterations per round), so a round averages out timer and scheduler jitter and a
-   one-second benchmark stores about 2000 rounds instead of 190000 (run files of about 1-3 MB instead of 80 MB).
-   The subprocess runs with SINGLE_THREAD_ENV (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS and MKL_NUM_THREADS set to 1):
-   the CPU backend runs a kernel on one thread, so single-threaded numpy/BLAS is the fair practical limit beside it,
-   and a multi-threaded BLAS on a loaded machine of few cores spreads its rounds by orders of magnitude (a 256 x 256
-   matmul: median 270 us, p90 8.4 ms on 2 busy cores). The values are recorded in each run's ``machine_info``
-   (``harness.benchmarks.threads``, ``harness.benchmarks.conftest``) and shown in the reports' runs table.
-   When pytest fails (any non-zero status, 5 "no tests collected" included) the command stops with pytest's status and
-   a message; the run file it may have written is renamed ``<name>.json.failed`` so it never enters the history (an
-   empty one, created by pytest-benchmark before it failed, is removed).
-2. The machine id (``harness.report.machine_id`` of the run's ``machine_info``) names the baseline file
-   ``<baseline dir>/<machine_id>.json``. The baseline dir is ``--baseline-dir``, else the environment variable
-   HARNESS_BASELINE_DIR, else ``.benchmarks/baselines`` (relative to the working directory); one that exists but is
-   not a directory is refused (status 2) before pytest runs. An unusable baseline file is an error too (status 2),
-   never taken as "no baseline".
-3. The report (``harness.report``) compares the run with that baseline, with the earlier runs of the same machine in
-   ``<out>/runs`` as trend history, and writes ``report.md``, ``report.html`` and ``report.json`` into ``<out>``
-   (default ``reports/``). Without a baseline it still writes them, every benchmark "new", and says how to make this
-   run the baseline.
-4. ``--save-baseline`` copies the run to the baseline file (creating the directory; replacing it atomically) before
-   the report is written, also when the run regressed against the previous baseline: the report and the exit status
-   still say so, and the report names the file it was saved to. Pytest arguments after ``--`` (``-k launch``,
-   ``--backends CPU``) may select a subset or change how it is measured, so ``--save-baseline`` with them is refused
-   (status 2, before anything runs): a partial run would replace the full baseline. ``--save-partial-baseline`` saves
-   it anyway.
-5. Only the newest ``--keep-runs`` (default 20) run files ``<UTC timestamp>[-N].json`` stay in ``<out>/runs``; older
-   ones are deleted once the new run is read, and the terminal names them. Failed runs (``*.json.failed``) are kept to
-   the same number. Files named otherwise are never touched.
+**A/B mode** (``--against [REF]``): the git ref REF (default: the merge base with the main branch, or the stored
+baseline's commit when on it) is checked out beside the working tree, each side with a twin environment
+(``harness.paired.reftree``), and every benchmark runs on both versions in alternating rounds in two workers
+(``harness.paired.ab``), never both at once. The two run files go to ``<out>/ab/A.json`` and ``B.json``; the
+verdicts come from the per-pair ratios. ``--plant-slowdown F`` stretches every round of the working tree by F: a
+sensitivity check, after which every entry should be flagged.
 
-Exit status: 0 no regression, or no baseline yet; 1 a benchmark regressed beyond its threshold (0 with ``--no-fail``);
-2 unusable input (a run or baseline file, an option); pytest's own status when the benchmark run failed.
+Both modes write ``report.md``, ``report.html`` and ``report.json`` into ``<out>`` (default ``reports/``). Pytest
+selection passes through: ``-k EXPR``, ``-m MARKEXPR`` and ``--backends NAMES`` directly, anything else after ``--``.
+The benchmark processes run with SINGLE_THREAD_ENV (``harness.bench_schema``).
+
+Exit status: 0 no regression (or no baseline yet); 1 an entry regressed or drifted (0 with ``--no-fail``), or a
+benchmark failed or crashed its worker; 2 unusable input (a run or baseline file, an option, the ref); 130
+interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import re
-import shutil
-import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from harness.benchmarks.threads import SINGLE_THREAD_ENV
+from harness.bench_schema import MODE_STORED, SINGLE_THREAD_ENV
 from harness.cli_args import ArgumentParser
-from harness.report import ReportInputError, machine_id, parse_run, read_json
-from harness.report.cli import add_threshold_argument, finish, write_report
-from harness.report.history import load_history
-from harness.report.load import BenchmarkRun
-from harness.report.machine import machine_fields
+from harness.paired.ab import ENTRY_BUDGET as AB_ENTRY_BUDGET
+from harness.paired.ab import run_ab
+from harness.paired.process import WorkerError
+from harness.paired.reftree import RefError, default_ref, prepare_sides
+from harness.paired.runfile import run_document
+from harness.paired.session import WorkerSpec, open_workers
+from harness.paired.stored import ENTRY_BUDGET, run_stored
+from harness.report import ReportInputError, parse_run
+from harness.report.cli import add_verdict_arguments, finish, write_report
+from harness.report.storage import RunStore, drift_since, drift_window
 
-__all__ = [
-    "BASELINE_DIR_ENV",
-    "DEFAULT_BASELINE_DIR",
-    "KEEP_RUNS",
-    "PYTEST_BENCHMARK_OPTIONS",
-    "SINGLE_THREAD_ENV",
-    "build_parser",
-    "main",
-    "prune_runs",
-    "pytest_command",
-    "save_baseline",
-]
+__all__ = ["AB_CACHE", "BASELINE_DIR_ENV", "DEFAULT_BASELINE_DIR", "KEEP_RUNS", "build_parser", "main", "worker_args"]
 
 BASELINE_DIR_ENV = "HARNESS_BASELINE_DIR"
 DEFAULT_BASELINE_DIR = Path(".benchmarks") / "baselines"
+AB_CACHE = Path(".benchmarks") / "ab"
 KEEP_RUNS = 20
-# Each round of a calibrated benchmark lasts >= 0.5 ms (pytest-benchmark raises its iterations to reach it), and a
-# benchmark's rounds together last about 1 s: see the module doc.
-PYTEST_BENCHMARK_OPTIONS = ("--benchmark-min-time=0.0005", "--benchmark-max-time=1.0")
-# Run files as ``_new_run_path`` names them: (timestamp, optional -N)
-_RUN_NAME = re.compile(r"(?P<stamp>[0-9]{8}T[0-9]{6}Z)(?:-(?P<count>[0-9]+))?\.json(?P<failed>\.failed)?")
-# What each pytest exit status means (``pytest.ExitCode``), to say why no report was written.
-_PYTEST_STATUS = {
-    1: "some benchmarks failed",
-    2: "the run was interrupted",
-    3: "pytest hit an internal error",
-    4: "pytest was called wrongly: check the pytest arguments given after '--'",
-    5: "no benchmark was collected: is harness.benchmarks installed, or do the arguments after '--' deselect all?",
-}
+DEFAULT_SUITE = "harness.benchmarks"
+_SELECTION = ("-k", "-m", "--backends")
+_INTERRUPTED = 130
 
 
 def build_parser(prog: str = "python -m harness bench") -> ArgumentParser:
     """The argument parser of the bench command (the pytest arguments after ``--`` are split off before it runs)."""
     parser = ArgumentParser(
         prog=prog,
-        usage=f"{prog} [options] [-- pytest arguments, e.g. --backends CPU]",
-        description="Run the benchmark suites (harness.benchmarks) with pytest-benchmark, save the run as "
-        "<out>/runs/<UTC timestamp>.json, compare it with this machine's baseline <baseline dir>/<machine_id>.json, "
-        "and write report.md, report.html and report.json into <out>.",
+        usage=f"{prog} [options] [-k EXPR] [-m MARKEXPR] [--backends NAMES] [-- other pytest arguments]",
+        description="Run the benchmark suites (harness.benchmarks) and judge them: against this machine's stored "
+        "baseline (default), or against a git ref in alternating rounds (--against). Writes report.md, report.html "
+        "and report.json into <out>.",
         epilog=f"Baseline dir: --baseline-dir, else ${BASELINE_DIR_ENV}, else {DEFAULT_BASELINE_DIR}. Exit status: "
-        "0 pass or no baseline yet, 1 regression, 2 unusable input, else pytest's own status when the run failed.",
+        "0 pass or no baseline yet, 1 regression or a failed benchmark, 2 unusable input, 130 interrupted.",
     )
+    parser.add_argument("--against", nargs="?", const="", metavar="REF",
+                        help="A/B mode: compare with git ref REF (default: the merge base with the main branch, or the "
+                        "stored baseline's commit), run in alternating rounds")
+    parser.add_argument("--plant-slowdown", type=_factor, metavar="F",
+                        help="A/B mode: stretch every round of the working tree by F (e.g. 1.05), to check that the "
+                        "gate sees a change of that size")
+    parser.add_argument("--budget", type=_seconds, metavar="S",
+                        help=f"seconds of rounds per entry before it stops short of the target precision (default: "
+                        f"{ENTRY_BUDGET.seconds:g} stored, {AB_ENTRY_BUDGET.seconds:g} A/B)")
+    parser.add_argument("--suite", default=DEFAULT_SUITE, metavar="TARGET",
+                        help=f"the benchmarks to run: an importable package (collected with --pyargs) or a path "
+                        f"(default {DEFAULT_SUITE})")
+    parser.add_argument("--promote", metavar="RUN.json", help="make a saved run the baseline of its machine; runs nothing")
     parser.add_argument("--save-baseline", action="store_true", help="also store this run as the machine's baseline")
-    parser.add_argument(
-        "--save-partial-baseline",
-        action="store_true",
-        help="store this run as the baseline even when pytest arguments after '--' select a subset",
-    )
-    parser.add_argument(
-        "--keep-runs",
-        type=_positive_int,
-        default=KEEP_RUNS,
-        metavar="N",
-        help=f"keep the newest N run files in <out>/runs, deleting older ones (default {KEEP_RUNS})",
-    )
-    parser.add_argument(
-        "--baseline-dir",
-        metavar="DIR",
-        help=f"directory of <machine_id>.json baselines (default: ${BASELINE_DIR_ENV}, else {DEFAULT_BASELINE_DIR})",
-    )
-    parser.add_argument("--out", default="reports", metavar="DIR", help="reports and runs/ directory (default: reports/)")
-    add_threshold_argument(parser)
-    parser.add_argument("--no-fail", action="store_true", help="exit 0 even when a benchmark regressed")
+    parser.add_argument("--accept-drift", action="store_true",
+                        help="with --save-baseline or --promote: accept this run's level, so the drift check starts here")
+    parser.add_argument("--save-partial-baseline", action="store_true",
+                        help="store this run as the baseline even when pytest arguments select a subset")
+    parser.add_argument("--keep-runs", type=_positive_int, default=KEEP_RUNS, metavar="N",
+                        help=f"keep the newest N run files in <out>/runs, deleting older ones (default {KEEP_RUNS})")
+    parser.add_argument("--baseline-dir", metavar="DIR",
+                        help=f"directory of <machine_id>.json baselines (default: ${BASELINE_DIR_ENV}, else "
+                        f"{DEFAULT_BASELINE_DIR})")
+    parser.add_argument("--out", default="reports", metavar="DIR", help="reports, runs/ and ab/ directory (default: reports/)")
+    add_verdict_arguments(parser)
+    parser.add_argument("--no-fail", action="store_true", help="exit 0 even when an entry regressed")
+    for flag, meta, what in (("-k", "EXPR", "pytest -k: select benchmarks by name"),
+                             ("-m", "MARKEXPR", "pytest -m: select benchmarks by marker"),
+                             ("--backends", "NAMES", "run the device benchmarks on these backends, e.g. CPU,PYTHON")):
+        parser.add_argument(flag, dest=f"select_{flag.strip('-')}", metavar=meta, help=what)
     return parser
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m harness bench") -> int:
     """Run the bench command with ``argv`` (default: sys.argv[1:]); return its exit status (see the module doc)."""
-    own, pytest_args = _split(list(sys.argv[1:] if argv is None else argv))
-    args = build_parser(prog).parse_args(own)
-    saving = args.save_baseline or args.save_partial_baseline
-    if args.save_baseline and pytest_args and not args.save_partial_baseline:  # refused before minutes of benchmarks
-        _refuse_partial_baseline(pytest_args)
-        return 2
-    runs = Path(args.out) / "runs"
+    own, after = _split(list(sys.argv[1:] if argv is None else argv))
+    parser = build_parser(prog)
+    args, unknown = parser.parse_known_args(own)
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}; pytest options other than -k, -m and --backends "
+                     f"go after '--' ({prog} -- {' '.join(unknown)}; with nox: nox -s bench -- -- {' '.join(unknown)})")
+    pytest_args = [*(a for flag in _SELECTION for a in _selected(args, flag)), *after]
     try:
-        runs.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        print(f"harness bench: error: --out {args.out!r}: cannot create {str(runs)!r}: {exc}", file=sys.stderr)
-        return 2
-    baseline_dir, source = _baseline_dir(args.baseline_dir)
-    if baseline_dir.exists() and not baseline_dir.is_dir():  # checked before the benchmarks spend minutes
-        print(f"harness bench: error: {source} {str(baseline_dir)!r} is not a directory; point it at a directory of "
-              "<machine_id>.json baselines (one that does not exist yet is created)", file=sys.stderr)
-        return 2
-    run_file = _new_run_path(runs)
-    status = _run_pytest(pytest_command(run_file, pytest_args), run_file)
-    if status != 0:
-        return status
-    try:
-        current = _load_current(run_file)
-        _say_pruned(prune_runs(runs, args.keep_runs), runs, args.keep_runs)
-        baseline_file = baseline_dir / f"{machine_id(current.machine_info)}.json"
-        baseline = _load_baseline(baseline_file) if baseline_file.exists() else None
-        history = _same_machine(_load_runs(runs, run_file), current)
-        if saving:
-            save_baseline(run_file, baseline_file)
-        result, written = write_report(
-            current, baseline, history, out=args.out, threshold=args.threshold,
-            saved_baseline=str(baseline_file) if saving else None,
-        )
-    except ReportInputError as exc:
+        store = _store(args)
+        if args.promote:
+            return _promote(store, Path(args.promote), args.accept_drift)
+        if args.accept_drift and not (args.save_baseline or args.save_partial_baseline):
+            raise ReportInputError("--accept-drift goes with --save-baseline or --promote: it marks the baseline "
+                                   "from which drift is judged")
+        if args.save_baseline and pytest_args and not args.save_partial_baseline:
+            raise ReportInputError(f"--save-baseline with pytest arguments ({' '.join(pytest_args)}): a partial run "
+                                   "would replace the full baseline; pass --save-partial-baseline to do it anyway")
+        if args.against is not None:
+            if args.save_baseline or args.save_partial_baseline:
+                raise ReportInputError("--save-baseline belongs to stored-baseline mode: an A/B run judges the working "
+                                       "tree against a ref and stores no run; drop --against, or --save-baseline")
+            return _ab(args, store, pytest_args)
+        if args.plant_slowdown:
+            raise ReportInputError("--plant-slowdown needs A/B mode (--against REF): it stretches the working tree's "
+                                   "rounds against the unchanged ref")
+        return _stored(args, store, pytest_args)
+    except (ReportInputError, RefError) as exc:
         print(f"harness bench: error: {exc}", file=sys.stderr)
         return 2
-    status = finish(result, written, no_fail=args.no_fail)
-    if saving:
-        verb = "replaced" if baseline is not None else "saved"
-        print(f"baseline: {verb} {baseline_file} with this run ({run_file})")
+    except WorkerError as exc:
+        print(f"harness bench: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("harness bench: interrupted (Ctrl-C): the benchmark workers were stopped; nothing of this run was saved",
+              file=sys.stderr)
+        return _INTERRUPTED
+
+
+def worker_args(suite: str | Path, pytest_args: Sequence[str]) -> list[str]:
+    """The pytest command line of a benchmark worker: ``suite`` (a path, or a package name collected with --pyargs),
+    without xdist (its workers would time concurrently) or the cache provider, plus the user's ``pytest_args``."""
+    target = [str(suite)] if isinstance(suite, Path) else ["--pyargs", suite]
+    return [*target, "-p", "no:xdist", "-p", "no:cacheprovider", "-q", *pytest_args]
+
+
+def _suite(text: str) -> str | Path:
+    """``--suite`` as an absolute path when it names one, else as the package name it is."""
+    path = Path(text)
+    return path.resolve() if path.exists() else text
+
+
+def _stored(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> int:
+    store.check()
+    run_file = store.new_run_path()
+    logs = Path(args.out) / "logs"
+    specs = [WorkerSpec(label, sys.executable, Path.cwd(), logs / f"{label}.log") for label in ("entries", "limits")]
+    budget = replace(ENTRY_BUDGET, seconds=args.budget) if args.budget else ENTRY_BUDGET
+    started = time.perf_counter()
+    print(f"harness bench: stored-baseline mode, workers log to {logs}/", flush=True)
+    with open_workers(specs, [worker_args(_suite(args.suite), pytest_args)] * 2, _env()) as (workers, collected):
+        _warn_randomized(workers)
+        result = run_stored(workers, collected[0], _progress, entry_budget=budget)
+        document = run_document(collected[0], result.records, {"mode": MODE_STORED})
+    print(f"harness bench: measured {len(result.records)} benchmarks in {time.perf_counter() - started:.0f} s")
+    if not result.records:
+        raise ReportInputError("no benchmark was timed: every one was skipped or deselected (see above, e.g. no "
+                               "backend available, or -k/-m/--backends select nothing)")
+    _write_json(run_file, document)
+    if result.failed:
+        aside = store.set_aside(run_file)
+        return _failures(result.failed, f"the run is kept out of the history as {aside}; no report written")
+    current = parse_run(document, str(run_file))
+    deleted = store.prune()
+    if deleted:
+        print(f"harness bench: deleted {len(deleted)} old run file(s) from {store.runs} (keeping the newest "
+              f"{store.keep}, --keep-runs): {', '.join(p.name for p in deleted)}")
+    baseline = store.load_baseline(current)
+    history, skipped = store.history(current, exclude=run_file)
+    saved = None
+    if args.save_baseline or args.save_partial_baseline:
+        since = current.datetime.isoformat() if args.accept_drift else drift_since(baseline)
+        saved = store.save_baseline(run_file, current, since)
+    report, written = write_report(current, baseline, drift_window(history, baseline), out=args.out,
+                                   threshold=args.threshold, min_effect=args.min_effect,
+                                   saved_baseline=str(saved) if saved else None, warnings=skipped)
+    status = finish(report, written, no_fail=args.no_fail)
+    if saved is not None:
+        print(f"baseline: {'replaced' if baseline is not None else 'saved'} {saved} with this run ({run_file})")
     return status
 
 
-def pytest_command(run_file: Path, pytest_args: Sequence[str]) -> list[str]:
-    """The pytest command line that runs the benchmark suites and writes their pytest-benchmark JSON to ``run_file``."""
-    return [
-        sys.executable,
-        "-m",
-        "pytest",
-        "--pyargs",
-        "harness.benchmarks",
-        "-p",
-        "no:xdist",
-        "-p",
-        "no:cacheprovider",
-        "--benchmark-only",
-        *PYTEST_BENCHMARK_OPTIONS,
-        f"--benchmark-json={run_file}",
-        "-v",
-        *pytest_args,
-    ]
+def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> int:
+    out = Path(args.out)
+    ref = args.against or default_ref(_baseline_commit(store))
+    started = time.perf_counter()
+    sides = prepare_sides(ref, AB_CACHE, _progress)
+    print(f"harness bench: A/B mode: A = {ref} ({sides.sha[:12]}) in {sides.a.root}, B = the working tree in "
+          f"{sides.b.root} (ready in {time.perf_counter() - started:.0f} s)", flush=True)
+    logs = out / "logs"
+    specs = [WorkerSpec("A (ref)", str(sides.a.python), sides.a.root, logs / "A.log"),
+             WorkerSpec("B (working tree)", str(sides.b.python), sides.b.root, logs / "B.log")]
+    budget = replace(AB_ENTRY_BUDGET, seconds=args.budget) if args.budget else AB_ENTRY_BUDGET
+    suite = _suite(args.suite)
+    suites: list[str | Path] = [side.inside(suite) for side in (sides.a, sides.b)] if isinstance(suite, Path) \
+        else [suite, suite]
+    # the same rootdir path on both sides gives the same nodeids (B's tree is a link, which the cwd would resolve)
+    args_of = [worker_args(suite_of, [f"--rootdir={side.root}", *pytest_args])
+               for suite_of, side in zip(suites, (sides.a, sides.b))]
+    with open_workers(specs, args_of, _env()) as (workers, collected):
+        _warn_randomized(workers)
+        result = run_ab(workers, collected, ref, _progress, planted=args.plant_slowdown, min_effect=args.min_effect,
+                        entry_budget=budget)
+    print(f"harness bench: A/B run took {time.perf_counter() - started:.0f} s")
+    files = [out / "ab" / "A.json", out / "ab" / "B.json"]
+    for path, document in zip(files, result.documents):
+        _write_json(path, document)
+    if not result.documents[1]["benchmarks"]:
+        raise ReportInputError("no benchmark was timed on both sides (see above)")
+    baseline, current = (parse_run(doc, str(path)) for path, doc in zip(files, result.documents))
+    warnings = [f"failed on A (the ref) only: {name}" for name in result.failed[0]]
+    report, written = write_report(current, baseline, [], out=out, threshold=args.threshold,
+                                   min_effect=args.min_effect, warnings=warnings)
+    status = finish(report, written, no_fail=args.no_fail)
+    if result.failed[1]:
+        return _failures(result.failed[1], "the report above covers the benchmarks that ran")
+    return status
 
 
-def prune_runs(runs: Path, keep: int) -> list[Path]:
-    """Delete all but the newest ``keep`` run files of ``runs`` (names ``<UTC timestamp>[-N].json``, ordered by
-    timestamp then N), and likewise all but the newest ``keep`` ``*.json.failed``; return the deleted paths, oldest
-    first. Files named otherwise are left alone. Raises ValueError for ``keep`` < 1 (the new run must stay) and
-    ReportInputError naming the file when one cannot be deleted."""
-    if keep < 1:
-        raise ValueError(f"keep must be >= 1 so the new run stays in {str(runs)!r}, got {keep}")
-    found: dict[bool, list[tuple[tuple[str, int], Path]]] = {False: [], True: []}
-    for path in runs.iterdir():
-        match = _RUN_NAME.fullmatch(path.name)
-        if match and path.is_file():
-            order = (match["stamp"], int(match["count"] or 1))
-            found[bool(match["failed"])].append((order, path))
-    doomed = sorted(item for kind in found.values() for item in sorted(kind)[:-keep])
-    for _, path in doomed:
+def _promote(store: RunStore, run_file: Path, accept_drift: bool) -> int:
+    store.check()
+    path, run, previous = store.promote(run_file, accept_drift=accept_drift)
+    commit = str(run.commit_info.get("id") or "?")[:12]
+    verb = "replaced" if previous is not None else "saved"
+    print(f"baseline: {verb} {path} with {run_file} (commit {commit}, {run.datetime:%Y-%m-%d %H:%M} UTC, "
+          f"{len(run.benchmarks)} benchmarks)")
+    return 0
+
+
+def _store(args: argparse.Namespace) -> RunStore:
+    if args.baseline_dir:
+        baselines, hint = Path(args.baseline_dir), "--baseline-dir"
+    elif os.environ.get(BASELINE_DIR_ENV):
+        baselines, hint = Path(os.environ[BASELINE_DIR_ENV]), f"${BASELINE_DIR_ENV}"
+    else:
+        baselines, hint = DEFAULT_BASELINE_DIR, "the default baseline dir"
+    return RunStore(Path(args.out) / "runs", baselines, args.keep_runs, hint)
+
+
+def _baseline_commit(store: RunStore) -> str | None:
+    """The commit of the newest stored baseline (the default A/B ref on the main branch), or None."""
+    if not store.baselines.is_dir():
+        return None
+    files = sorted(store.baselines.glob("*.json"), key=lambda p: p.stat().st_mtime)
+    for path in reversed(files):
         try:
-            path.unlink()
-        except OSError as exc:
-            raise ReportInputError(f"cannot delete the old run file {str(path)!r} (--keep-runs): {exc}") from None
-    return [path for _, path in doomed]
+            commit = json.loads(path.read_text(encoding="utf-8")).get("commit_info", {}).get("id")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if commit:
+            return str(commit)
+    return None
 
 
-def save_baseline(run_file: Path, baseline_file: Path) -> None:
-    """Copy ``run_file`` to ``baseline_file``, creating its directory; a temporary file renamed into place means a
-    failure leaves any earlier baseline untouched. Raises ReportInputError naming the baseline dir when it fails."""
-    temp: str | None = None
+def _env() -> dict[str, str]:
+    return {**os.environ, **SINGLE_THREAD_ENV}
+
+
+def _progress(line: str) -> None:
+    print(line, flush=True)
+
+
+def _warn_randomized(workers: Sequence[Any]) -> None:
+    if any(worker.randomized for worker in workers):
+        print("harness bench: warning: address-space randomization could not be turned off for the workers (a "
+              "seccomp profile?): two processes of the same code may differ by a few percent", file=sys.stderr)
+
+
+def _failures(failed: dict[str, str], what: str) -> int:
+    print(f"harness bench: {len(failed)} benchmark(s) failed; {what}:", file=sys.stderr)
+    for nodeid, message in failed.items():
+        print(f"--- {nodeid}\n{message.rstrip()}", file=sys.stderr)
+    return 1
+
+
+def _write_json(path: Path, document: dict[str, Any]) -> None:
+    """Write ``document`` to ``path`` atomically (a temporary file renamed into place)."""
     try:
-        baseline_file.parent.mkdir(parents=True, exist_ok=True)
-        handle, temp = tempfile.mkstemp(prefix=f".{baseline_file.name}.", dir=baseline_file.parent)
-        os.close(handle)
-        shutil.copyfile(run_file, temp)
-        os.chmod(temp, 0o644)  # mkstemp makes it 0600; a baseline is shared like the reports
-        os.replace(temp, baseline_file)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            json.dump(document, stream)
+        os.chmod(temp, 0o644)
+        os.replace(temp, path)
     except OSError as exc:
-        if temp is not None:
-            Path(temp).unlink(missing_ok=True)
-        where = str(baseline_file.parent)
-        raise ReportInputError(
-            f"cannot save the baseline in {where!r}: {exc}; choose a writable --baseline-dir or ${BASELINE_DIR_ENV}"
-        ) from None
+        raise ReportInputError(f"cannot write {str(path)!r}: {exc}") from None
 
 
-def _refuse_partial_baseline(pytest_args: Sequence[str]) -> None:
-    print(f"harness bench: error: --save-baseline with pytest arguments ({' '.join(pytest_args)}): a partial run "
-          "would replace the full baseline; pass --save-partial-baseline to do it anyway", file=sys.stderr)
+def _selected(args: argparse.Namespace, flag: str) -> list[str]:
+    value = getattr(args, f"select_{flag.strip('-')}")
+    return [flag, value] if value is not None else []
+
+
+def _split(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(own options, pytest arguments): everything after the first '--' goes to pytest."""
+    if "--" not in argv:
+        return argv, []
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1 :]
 
 
 def _positive_int(text: str) -> int:
@@ -249,94 +329,23 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _say_pruned(deleted: list[Path], runs: Path, keep: int) -> None:
-    if deleted:
-        names = ", ".join(path.name for path in deleted)
-        print(f"harness bench: deleted {len(deleted)} old run file(s) from {runs} (keeping the newest {keep}, "
-              f"--keep-runs): {names}")
-
-
-def _baseline_dir(option: str | None) -> tuple[Path, str]:
-    """(baseline dir, where it came from): ``--baseline-dir``, else $HARNESS_BASELINE_DIR, else the default."""
-    if option:
-        return Path(option), "--baseline-dir"
-    if os.environ.get(BASELINE_DIR_ENV):
-        return Path(os.environ[BASELINE_DIR_ENV]), f"${BASELINE_DIR_ENV}"
-    return DEFAULT_BASELINE_DIR, "the default baseline dir"
-
-
-def _split(argv: list[str]) -> tuple[list[str], list[str]]:
-    """(own options, pytest arguments): everything after the first '--' goes to pytest."""
-    if "--" not in argv:
-        return argv, []
-    cut = argv.index("--")
-    return argv[:cut], argv[cut + 1 :]
-
-
-def _new_run_path(runs: Path) -> Path:
-    """``runs/<UTC timestamp>.json`` (e.g. 20250102T030405Z.json, which sorts by time); '-2', '-3'... when taken."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    path, count = runs / f"{stamp}.json", 1
-    while path.exists() or path.with_name(path.name + ".failed").exists():
-        count += 1
-        path = runs / f"{stamp}-{count}.json"
-    return path
-
-
-def _run_pytest(command: list[str], run_file: Path) -> int:
-    """Run ``command`` with its output on this terminal; on failure set the run file aside and say why."""
-    print("harness bench: " + " ".join(command), flush=True)
-    status = subprocess.run(command, check=False, env={**os.environ, **SINGLE_THREAD_ENV}).returncode
-    if status == 0:
-        return 0
-    why = _PYTEST_STATUS.get(status, "pytest failed")
-    aside = ""
-    if run_file.exists() and run_file.stat().st_size == 0:  # pytest-benchmark creates the file when it parses options
-        run_file.unlink()
-    elif run_file.exists():
-        failed = run_file.with_name(run_file.name + ".failed")
-        run_file.replace(failed)
-        aside = f"; its partial results are in {failed}, kept out of the history"
-    print(f"harness bench: error: pytest exited with status {status} ({why}); no report written{aside}", file=sys.stderr)
-    return status
-
-
-def _load_current(run_file: Path) -> BenchmarkRun:
-    """The run pytest just wrote; an unusable one is renamed ``<name>.json.failed`` before the error propagates."""
-    if not run_file.exists():
-        raise ReportInputError(
-            f"pytest passed but wrote no benchmark results to {str(run_file)!r}: every benchmark was skipped or "
-            "deselected (see the pytest summary above, e.g. no backend available)"
-        )
+def _factor(text: str) -> float:
+    """argparse ``type`` of --plant-slowdown: a factor > 1 and at most 10."""
     try:
-        return parse_run(read_json(run_file, "current"), str(run_file))
-    except ReportInputError:
-        run_file.replace(run_file.with_name(run_file.name + ".failed"))  # an unusable run must not enter the history
-        raise
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 1.0 < value <= 10.0:
+        raise argparse.ArgumentTypeError(f"must be a factor in (1, 10], e.g. 1.05 for 5% slower, got {text!r}")
+    return value
 
 
-def _load_baseline(baseline_file: Path) -> BenchmarkRun:
-    """This machine's baseline; an unusable one is an error that says to replace it (never silently ignored)."""
+def _seconds(text: str) -> float:
+    """argparse ``type`` of --budget: seconds > 0."""
     try:
-        return parse_run(read_json(baseline_file, "baseline"), str(baseline_file))
-    except ReportInputError as exc:
-        raise ReportInputError(
-            f"{exc}; this is the machine's stored baseline: fix or delete it, then rerun with --save-baseline"
-        ) from None
-
-
-def _load_runs(runs: Path, run_file: Path) -> list[BenchmarkRun]:
-    """The earlier runs in ``runs`` (all but ``run_file``); an unusable one is an error that says how to set it aside."""
-    try:
-        return load_history(runs, exclude=run_file)
-    except ReportInputError as exc:
-        raise ReportInputError(
-            f"{exc}; it is an earlier run in {str(runs)!r}: rename it to <name>.json.failed (or delete it) to keep it "
-            "out of the history"
-        ) from None
-
-
-def _same_machine(runs: list[BenchmarkRun], current: BenchmarkRun) -> list[BenchmarkRun]:
-    """The runs made on the machine of ``current`` (same node, cpu and machine), so a trend never mixes machines."""
-    ours = machine_fields(current.machine_info)
-    return [run for run in runs if machine_fields(run.machine_info) == ours]
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    return value

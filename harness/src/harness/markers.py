@@ -8,11 +8,12 @@ from typing import NoReturn, Protocol
 
 import pytest
 
-from harness.threshold import threshold_fraction
+from harness.bench_schema import LIMIT, LIMIT_KEY, PEER, PEER_KEY, REFERENCE_KEY, ROLE_KEY, ROLES, check_role, threshold_fraction
 from runtime_core.device import Device
 from runtime_core.dtype import DType
 
-__all__ = ["MARKERS", "PROJECT_BACKENDS", "register", "restriction_reason", "capability_reason", "bench_threshold"]
+__all__ = ["MARKERS", "PROJECT_BACKENDS", "register", "restriction_reason", "capability_reason", "bench_threshold",
+           "bench_role", "bench_group"]
 
 PROJECT_BACKENDS = ("CPU", "PYTHON", "CUDA", "DISK", "CLOUD")
 """Backends this project ships: a marker may name one that is not installed here (the test then skips), while a name
@@ -27,6 +28,9 @@ MARKERS = {
     "needs_dtype": "needs_dtype(*dtypes): skip on backends whose renderer does not support every given DType",
     "bench_threshold": "bench_threshold(fraction): regression threshold of this benchmark (0.25 or '25%' = 25% slower), "
                        "stored in benchmark.extra_info['threshold'] for the report",
+    "bench_role": "bench_role(role, reference=None, peer=None): what a benchmark measures: 'entry' (our code, the "
+                  "default), 'limit' (what the machine allows for the same work; reference= says what it runs) or "
+                  "'peer' (another project, peer= names it); only entries can fail a run",
     "slow": "slow: takes long; deselect with -m 'not slow'",
     "bigmem": "bigmem: needs more than 2 GiB of memory; runs only with --run-bigmem or HARNESS_RUN_BIGMEM=1",
 }
@@ -137,3 +141,48 @@ def bench_threshold(node: pytest.Item) -> float | None:
     except ValueError as exc:
         problem = str(exc)
     _misuse(node, problem)  # outside the except: the report then shows no chained exception
+
+
+# the keyword each role requires, and the extra_info key it is stored under
+_ROLE_DETAIL = {LIMIT: REFERENCE_KEY, PEER: PEER_KEY}
+
+
+def bench_role(node: pytest.Item) -> dict[str, object] | None:
+    """The ``extra_info`` entries of the ``bench_role`` marker (``harness.bench_schema``): ROLE_KEY, LIMIT_KEY, and
+    REFERENCE_KEY for a limit or PEER_KEY for a peer; ``None`` without the marker. A role outside ROLES, a limit
+    without ``reference=`` or a peer without ``peer=``, or another keyword fails the test with the reason."""
+    mark = node.get_closest_marker("bench_role")
+    if mark is None:
+        return None
+    if len(mark.args) != 1:
+        _misuse(node, f"@pytest.mark.bench_role takes one role ({', '.join(ROLES)}), got {mark.args!r}")
+    try:
+        role = check_role(mark.args[0], "@pytest.mark.bench_role")
+    except ValueError as exc:
+        problem = str(exc)
+    else:
+        needed = _ROLE_DETAIL.get(role)
+        extra = set(mark.kwargs) - ({needed} if needed else set())
+        if extra:
+            _misuse(node, f"@pytest.mark.bench_role({role!r}) takes no {', '.join(sorted(extra))}=")
+        if needed and not (isinstance(mark.kwargs.get(needed), str) and mark.kwargs[needed]):
+            _misuse(node, f"@pytest.mark.bench_role({role!r}) needs {needed}='...' saying what it measures")
+        info: dict[str, object] = {ROLE_KEY: role, LIMIT_KEY: role == LIMIT}
+        if needed:
+            info[needed] = mark.kwargs[needed]
+        return info
+    _misuse(node, problem)
+
+
+def bench_group(node: pytest.Item, group: str | None) -> str | None:
+    """``group`` with the test's parameters filled in: ``@pytest.mark.benchmark(group="compile-cold-{device}")`` on
+    the CPU instance is ``"compile-cold-CPU"``. So a group that depends on a parameter is known at collection, which
+    the paired runner needs to pair a limit with its entries (``harness.paired.worker`` fills it in the same way).
+    A group naming no parameter, or one the test does not have, is returned unchanged."""
+    if not group or "{" not in group:
+        return group
+    params = getattr(getattr(node, "callspec", None), "params", {})
+    try:
+        return group.format_map({k: str(v) for k, v in params.items()})
+    except (KeyError, ValueError, IndexError):
+        return group

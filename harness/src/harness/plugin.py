@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from harness import markers, options, seeding
+from harness.bench_schema import THRESHOLD_KEY
 from harness.fixtures import device, rng
 from harness.selection import WORKERINPUT_KEY, get_selection
 from harness.summary import BACKEND_PROPERTY, BackendCounts, backend_of
@@ -89,10 +90,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_call(item: pytest.Item) -> None:
-    threshold = markers.bench_threshold(item)
+    """Before the test body runs: fill the test's parameters into a group template (``markers.bench_group``) and copy
+    the ``bench_threshold`` and ``bench_role`` markers into the benchmark's ``extra_info`` (``harness.bench_schema``),
+    so the body and the reports see them."""
     bench = getattr(item, "funcargs", {}).get("benchmark")
-    if threshold is not None and bench is not None:
-        bench.extra_info["threshold"] = threshold
+    if bench is None:
+        return
+    bench.group = markers.bench_group(item, bench.group)
+    threshold = markers.bench_threshold(item)
+    if threshold is not None:
+        bench.extra_info[THRESHOLD_KEY] = threshold
+    bench.extra_info.update(markers.bench_role(item) or {})
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -53,6 +53,7 @@ def test_names_keep_paths_verbatim_and_shm_leading_slash_is_the_same_segment():
 
 @pytest.mark.parametrize("name, match", [("DISK", "names no file"), ("DISK:shm:", "bad shm name"),
                                           ("DISK:shm:a/b", "bad shm name"), ("DISK:shm:" + "x" * 300, "bad shm name"),
+                                          ("DISK:shm:..", "bad shm name"), ("DISK:shm:.", "bad shm name"),
                                           ("DISK:/tmp/a\0b", "NUL")])
 def test_bad_names_fail_to_open_with_the_reason(name, match):
     with pytest.raises(DeviceError, match=match):
@@ -185,3 +186,35 @@ def test_a_failed_grow_leaves_the_file_as_it_was(tmp_path, disk_buffer, monkeypa
     monkeypatch.undo()
     buf.copyin(np.ones(1 << 20, np.uint8))  # the device is usable once there is space
     assert os.path.getsize(path) == 1 << 20
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new_segment", "short_segment"])
+def test_a_failed_shm_grow_removes_only_a_segment_it_created(shm_name, disk_buffer, monkeypatch, existing):
+    if existing:
+        disk_buffer(f"DISK:shm:{shm_name}", 100).deallocate()
+
+    def no_memory(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "posix_fallocate", no_memory)
+    with pytest.raises(OSError, match="cannot grow it from .* to 4096 bytes"):
+        disk_buffer(f"DISK:shm:{shm_name}", 4096)
+    segment = f"/dev/shm/{shm_name}"
+    assert os.path.getsize(segment) == 100 if existing else not os.path.exists(segment)
+    monkeypatch.undo()
+    assert disk_buffer(f"DISK:shm:{shm_name}", 4096).dev.file.size() == 4096  # usable again
+
+
+@pytest.mark.parametrize("offset, size", [(-4096, 4096), (0, 0), (4096, -1)])
+def test_page_cache_residency_refuses_negative_offsets_and_empty_ranges(make_file, disk_buffer, offset, size):
+    path, _ = make_file(16384)
+    dev = disk_buffer(path, 16384).dev
+    with pytest.raises(ValueError, match="page_cache_residency: (offset|size) must be an int"):
+        dev.page_cache_residency(offset, size)
+
+
+def test_a_file_mmap_refuses_fails_naming_the_file(disk_buffer):
+    sysfs = "/sys/kernel/mm/transparent_hugepage/enabled"
+    if not os.path.isfile(sysfs):
+        pytest.skip(f"{sysfs} (a regular file mmap refuses) is not present here")
+    with pytest.raises(OSError, match="cannot map its first 16 bytes.*pseudo-files"):
+        disk_buffer(sysfs, 16)

@@ -3,7 +3,9 @@ device handed to allocators and programs."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 
 import numpy as np
 import pytest
@@ -53,6 +55,11 @@ def test_each_backend_canonicalizes_its_names():
         assert Device.canonicalize("pathtoy:0") == "PATHTOY:0"
         assert Device.canonicalize("pathtoy:/Tmp/F") == "PATHTOY:/Tmp/F"
         assert Device.canonicalize("nosuch:0") == "NOSUCH"  # the generic rule for unknown backends
+        # one spelling per ordinal, so "TOY:07" and "TOY:7" are one device, not two objects on one device
+        assert Device.canonicalize("toy:00") == "TOY"
+        assert Device.canonicalize("toy:07") == "TOY:7"
+        assert Device["TOY:07"] is Device["TOY:7"]
+        assert Device.canonicalize("toy:\u0661") == "TOY:\u0661"  # a non-ASCII digit is not an ordinal
 
 
 def test_default_order_is_by_priority_and_used_by_default():
@@ -109,11 +116,58 @@ def test_buffer_binds_its_device_once():
         assert Toy.opened == ["TOY"]
 
 
-def test_allocator_rejects_a_size_passed_as_its_device():
-    with pytest.raises(TypeError, match="pass sizes and options by keyword"):
-        MallocAllocator(64)
+@pytest.mark.parametrize("dev", [64, np.int64(64), 1.5, "CPU", Toy], ids=["int", "np_int", "float", "name", "class"])
+def test_allocator_rejects_a_size_name_or_class_passed_as_its_device(dev):
+    with pytest.raises(TypeError, match="a Compiled instance.*pass sizes and options by keyword"):
+        MallocAllocator(dev)
+
+
+def test_threads_opening_one_device_at_once_get_one_object():
+    class SlowToy(Toy):
+        def __init__(self, device: str) -> None:
+            with contextlib.suppress(threading.BrokenBarrierError):  # unlocked, all 8 would construct meanwhile
+                barrier.wait(timeout=0.5)
+            super().__init__(device)
+    barrier = threading.Barrier(8)
+    got: list[Compiled] = []
+    with Device.restoring():
+        Device.register("SLOWTOY", SlowToy)
+        Toy.opened.clear()
+        threads = [threading.Thread(target=lambda: got.append(Device["SLOWTOY"])) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(got) == 8 and all(d is got[0] for d in got)
+        assert Toy.opened == ["SLOWTOY"]
+
+
+def test_a_backend_with_a_bad_default_priority_is_listed_as_broken_not_fatal():
+    class BadPriority(Toy):
+        DEFAULT_PRIORITY = "high"  # type: ignore[assignment]
+    with Device.restoring():
+        Device.register("TOY", Toy)
+        Device.register("BADPRIO", BadPriority)
+        order = default_order()
+        assert order.names[0] == "TOY" and "BADPRIO" not in order.names
+        assert [name for name, _ in order.broken] == ["BADPRIO"]
+        assert "DEFAULT_PRIORITY must be an int or None, got 'high'" in order.broken[0][1]
+        assert Device.DEFAULT == "TOY"
 
 
 def test_unknown_backend_class_lookup():
     with pytest.raises(DeviceError, match="unknown device 'NOPE'"):
         Device.backend_class("NOPE")
+
+
+def test_a_finalized_device_is_opened_afresh_by_the_registry():
+    class ClosingToy(Toy):
+        def finalize(self) -> None:
+            self.closed = True
+    with Device.restoring():
+        Device.register("CLOSINGTOY", ClosingToy)
+        first = Device["CLOSINGTOY"]
+        assert Device["CLOSINGTOY"] is first
+        first.finalize()
+        second = Device["CLOSINGTOY"]
+        assert second is not first and not second.closed and Device["CLOSINGTOY"] is second

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness.bench_schema import SINGLE_THREAD_ENV, THREADS_KEY
 from harness.benchmarks.measure import MakeBuffer
-from harness.benchmarks.threads import SINGLE_THREAD_ENV, THREADS_KEY
 from runtime_backends.cpu.memcheck import MEMCHECK_ENV
 from runtime_core.allocator import LRUAllocator
 from runtime_core.buffer import Buffer
@@ -51,6 +51,6 @@ def device_buffers(device: str) -> Iterator[MakeBuffer]:
 
 @pytest.hookimpl(optionalhook=True)  # pytest-benchmark's hook; without the plugin it has no spec
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
-    """Record the BLAS/OpenMP thread variables of this process (``harness.benchmarks.threads``) in the run's
+    """Record the BLAS/OpenMP thread variables of this process (``harness.bench_schema``) in the run's
     ``machine_info[THREADS_KEY]``: the reports show whether the limits ran single-threaded."""
     machine_info[THREADS_KEY] = {name: os.environ.get(name) for name in SINGLE_THREAD_ENV}

@@ -1,16 +1,16 @@
-"""Helpers shared by the benchmark modules: loading a kernel on a device and recording results in ``extra_info``.
+"""Helpers shared by the benchmark modules: loading a kernel on a device, timing it, recording its figures.
 
-Every benchmark stores, in ``benchmark.extra_info``:
+``record_time``/``record_rate`` store in ``benchmark.extra_info`` (keys from ``harness.bench_schema``):
 
-* ``device``: the device name, or ``"host"`` for a limit measured without any device;
-* ``unit`` and ``value``: the benchmark's natural figure (e.g. ``"GB/s"``), computed from the median time of a round
-  (pytest-benchmark's per-iteration median, in seconds);
-* one key per unit with the same kind of figure (``"GB/s"``, ``"elements/s"``): the report prints numeric ``extra_info``
-  keys as figures, named by their key;
-* ``limit``: ``True`` on the practical-limit entry of a group (what the same work costs without the runtime, e.g.
-  ``numpy.copyto`` beside ``Buffer.copyin``), ``False`` elsewhere; ``reference`` names what a limit entry measures;
-* ``higher_is_better``: ``True`` for throughput figures (noted in the report; its verdicts are always on time);
-* sizes of the work: ``size_bytes``, ``elements``, ``shape`` as the benchmark defines them.
+* ``device``: the device name, or HOST for a limit or peer measured without any device;
+* UNIT_KEY and VALUE_KEY: the benchmark's natural figure (e.g. ``"GB/s"``), computed from the median time of a round
+  (pytest-benchmark's per-iteration median, in seconds), plus one key per unit with the same kind of figure
+  (``"GB/s"``, ``"elements/s"``), which the report prints as figures named by their key;
+* HIGHER_IS_BETTER_KEY: ``True`` for throughput figures (noted in the report; verdicts are always on time);
+* the sizes of the work (``size_bytes``, ``elements``, ``shape``) as the benchmark defines them.
+
+The role (entry, limit, peer) and the threshold come from markers (``@pytest.mark.bench_role``,
+``@pytest.mark.bench_threshold``), which the harness plugin copies into ``extra_info`` before the test body runs.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 import pytest
 
+from harness.bench_schema import HIGHER_IS_BETTER_KEY, UNIT_KEY, VALUE_KEY
 from runtime_core.buffer import Buffer
 from runtime_core.device import Device
 from runtime_core.dtype import DType
@@ -31,7 +32,7 @@ from runtime_core.program import Program
 __all__ = ["MakeBuffer", "HOST", "ROUNDS", "SLOW_CALL_S", "load", "launcher", "probe", "run", "median_seconds",
            "record_time", "record_rate"]
 
-HOST = "host"  # the ``device`` of limit entries that use no device at all
+HOST = "host"  # the ``device`` of limits and peers that use no device at all
 ROUNDS = 10  # rounds of a slow benchmark: 10 vs 10 lets the rank test reach p ~ 2e-4 (7 vs 7: 6e-4, exact)
 SLOW_CALL_S = 0.05  # a call this long gets explicit rounds; quicker ones let pytest-benchmark calibrate (~1 s each)
 
@@ -104,37 +105,31 @@ def median_seconds(benchmark: Any) -> float:
     return float(benchmark.stats.stats.median)
 
 
-def _base(benchmark: Any, device: str, limit: bool, reference: str | None, info: Mapping[str, Any]) -> None:
-    if limit and not reference:
-        raise ValueError("a limit entry must name what it measures (reference=...)")
-    benchmark.extra_info.update({"device": device, "limit": limit, **info})
-    if reference:
-        benchmark.extra_info["reference"] = reference
+def _base(benchmark: Any, device: str, info: Mapping[str, Any]) -> None:
+    benchmark.extra_info.update({"device": device, **info})
 
 
-def record_time(benchmark: Any, device: str, unit: str, *, limit: bool = False, reference: str | None = None,
-                **info: Any) -> None:
+def record_time(benchmark: Any, device: str, unit: str, **info: Any) -> None:
     """Record the median time per call in ``unit`` (``"us/call"`` or ``"ms/compile"``) plus ``info``.
 
     Does nothing when the benchmark is disabled (``--benchmark-disable`` runs the function once without timing).
-    Raises ``ValueError`` for another unit, or a limit without ``reference``.
+    Raises ``ValueError`` for another unit.
     """
     if unit not in _TIME_UNITS:
         raise ValueError(f"time unit must be one of {sorted(_TIME_UNITS)}, got {unit!r}")
     if benchmark.disabled:
         return
     value = median_seconds(benchmark) * _TIME_UNITS[unit]
-    _base(benchmark, device, limit, reference, info)
-    benchmark.extra_info.update({"unit": unit, "value": value, unit: value})
+    _base(benchmark, device, info)
+    benchmark.extra_info.update({UNIT_KEY: unit, VALUE_KEY: value, unit: value})
 
 
-def record_rate(benchmark: Any, device: str, per_call: Mapping[str, float], *, limit: bool = False,
-                reference: str | None = None, **info: Any) -> None:
+def record_rate(benchmark: Any, device: str, per_call: Mapping[str, float], **info: Any) -> None:
     """Record throughput figures: for each ``unit -> amount done by one call`` of ``per_call`` (e.g.
     ``{"GB/s": nbytes / 1e9, "elements/s": n}``), ``amount / median seconds`` under the key ``unit``. The first entry is
-    also ``unit``/``value``. Does nothing when the benchmark is disabled.
+    also UNIT_KEY/VALUE_KEY. Does nothing when the benchmark is disabled.
 
-    Raises ``ValueError`` for an empty ``per_call``, a non-positive amount, or a limit without ``reference``.
+    Raises ``ValueError`` for an empty ``per_call`` or a non-positive amount.
     """
     if not per_call or any(not amount > 0 for amount in per_call.values()):
         raise ValueError(f"per_call must map units to positive amounts per call, got {dict(per_call)!r}")
@@ -143,5 +138,5 @@ def record_rate(benchmark: Any, device: str, per_call: Mapping[str, float], *, l
     median = median_seconds(benchmark)
     rates = {unit: amount / median for unit, amount in per_call.items()}
     first = next(iter(rates))
-    _base(benchmark, device, limit, reference, info)
-    benchmark.extra_info.update({"unit": first, "value": rates[first], **rates, "higher_is_better": True})
+    _base(benchmark, device, info)
+    benchmark.extra_info.update({UNIT_KEY: first, VALUE_KEY: rates[first], **rates, HIGHER_IS_BETTER_KEY: True})

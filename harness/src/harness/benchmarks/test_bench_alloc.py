@@ -49,6 +49,7 @@ def test_alloc_free(benchmark: Any, device: str, mode: str) -> None:
 
 
 @pytest.mark.benchmark(group=GROUP)
+@pytest.mark.bench_role("limit", reference="numpy.empty(1 MiB, uint8)")
 def test_alloc_limit_numpy_empty(benchmark: Any) -> None:
     benchmark(np.empty, SIZE, np.uint8)
-    record_time(benchmark, HOST, "us/call", limit=True, reference="numpy.empty(1 MiB, uint8)", size_bytes=SIZE)
+    record_time(benchmark, HOST, "us/call", size_bytes=SIZE)

@@ -21,9 +21,6 @@ from runtime_core.device import Device
 from runtime_core.ir import Kernel
 
 ADD_N = GROUP  # the source does not depend on the element count; the smallest valid one
-# a cold compile starts a compiler process and a cached one opens a sqlite file: both depend on process start-up and
-# file-system latency, which spread their rounds by 10-35% (IQR / median) on the 2-core reference machine
-NOISY = pytest.mark.bench_threshold(0.25)
 
 
 def _source(device: str, kernel: Kernel) -> str:
@@ -33,25 +30,22 @@ def _source(device: str, kernel: Kernel) -> str:
     return renderer.render(kernel)
 
 
-@NOISY
-@pytest.mark.parametrize("which", ["add", "empty"], ids=["add", "limit_empty"])
+# the limit is the device's own compiler, so each device gets its own group (the report takes one limit per group)
+@pytest.mark.benchmark(group="compile-cold-{device}")
+@pytest.mark.parametrize("which", [
+    "add", pytest.param("empty", id="limit_empty", marks=pytest.mark.bench_role("limit", reference="compile of the "
+                                                                                 "empty kernel on the same device")),
+])
 def test_compile_cold(benchmark: Any, device: str, which: str) -> None:
-    # the limit is the device's own compiler, so each device gets its own group (the report takes one limit per group)
-    benchmark.group = f"compile-cold-{device}"
     kernel = add_kernel(ADD_N) if which == "add" else empty_kernel()
     src, compiler = _source(device, kernel), Device[device].compiler
     lib, t = probe(lambda: compiler.compile(src))
     if not isinstance(lib, bytes) or not lib:
         pytest.fail(f"{device}: compile returned {type(lib).__name__} of length {len(lib)}, not non-empty bytes")
     run(benchmark, lambda: compiler.compile(src), t)
-    if which == "add":
-        record_time(benchmark, device, "ms/compile", kernel=kernel.name, source_chars=len(src))
-    else:
-        record_time(benchmark, device, "ms/compile", limit=True, reference="compile of the empty kernel",
-                    kernel=kernel.name, source_chars=len(src))
+    record_time(benchmark, device, "ms/compile", kernel=kernel.name, source_chars=len(src))
 
 
-@NOISY
 @pytest.mark.benchmark(group="compile-cached")
 def test_compile_cached(benchmark: Any, device: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache.db"))
@@ -72,6 +66,7 @@ def test_compile_cached(benchmark: Any, device: str, tmp_path: Path, monkeypatch
 
 
 @pytest.mark.benchmark(group="compile-cached")
+@pytest.mark.bench_role("limit", reference="indexed sqlite3 SELECT of a 4 KiB blob on an open connection")
 def test_compile_cached_limit_sqlite_select(benchmark: Any, tmp_path: Path) -> None:
     nbytes = 4096  # the order of a small kernel's object file
     blob = bytes(range(256)) * (nbytes // 256)
@@ -88,5 +83,4 @@ def test_compile_cached_limit_sqlite_select(benchmark: Any, tmp_path: Path) -> N
         benchmark(select)
     finally:
         conn.close()
-    record_time(benchmark, HOST, "ms/compile", limit=True, size_bytes=nbytes,
-                reference="indexed sqlite3 SELECT of a 4 KiB blob on an open connection")
+    record_time(benchmark, HOST, "ms/compile", size_bytes=nbytes)

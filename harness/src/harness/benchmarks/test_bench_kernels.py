@@ -48,12 +48,6 @@ REDUCED = {"PYTHON": {"add_n": 2**22, "matmul_n": 256}}  # see the module docstr
 # covers the denominator)
 SUM_RTOL = COLS * 2.0**-24 * 1.01
 DOT_RTOL = (MATMUL_N + 1) * 2.0**-24 * 1.01
-# add and row sum stream 64-192 MiB through DRAM, which they share with every other process on the machine; their rounds
-# spread by 25-60% (IQR / median) on the 2-core reference machine
-NOISY = pytest.mark.bench_threshold(0.25)
-# the naive matmul walks B with a power-of-two column stride, so its speed follows the cache that other processes leave
-# it (+11-15% between identical runs while the compute-bound BLAS limit stayed put); 20% still catches a real 25%
-CACHE_BOUND = pytest.mark.bench_threshold(0.2)
 ROWSUM_GROUP = f"kernel-rowsum-float32-{ROWS}x{COLS}"
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 THREADS = [pytest.param(1, id="1thread"), pytest.param(CORES, id=f"{CORES}threads")]
@@ -85,7 +79,6 @@ def _sizes(key: str, full: int, group: Callable[[int], str]) -> list[Any]:
     return [pytest.param(n, id=str(n), marks=pytest.mark.benchmark(group=group(n))) for n in sizes]
 
 
-@NOISY
 def test_add(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np.random.Generator) -> None:
     n = _size(device, "add_n", ADD_N)
     benchmark.group = _add_group(n)
@@ -99,7 +92,6 @@ def test_add(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np.ra
     record_rate(benchmark, device, {"GB/s": 12 * n / 1e9, "elements/s": n}, elements=n, size_bytes=12 * n)
 
 
-@NOISY
 @pytest.mark.backends("CPU")
 @pytest.mark.benchmark(group=_add_group(ADD_N))
 def test_add_cpu_one_thread(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np.random.Generator,
@@ -115,19 +107,17 @@ def test_add_cpu_one_thread(benchmark: Any, device: str, device_buffers: MakeBuf
                 size_bytes=12 * ADD_N, threads=1)
 
 
-@NOISY
 @pytest.mark.parametrize("n", _sizes("add_n", ADD_N, _add_group))
+@pytest.mark.bench_role("limit", reference="numpy.add(a, b, out=c)")
 def test_add_limit_numpy(benchmark: Any, rng: np.random.Generator, n: int) -> None:
     a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
     c = np.ones_like(a)
     _, t = probe(lambda: np.add(a, b, out=c))
     run(benchmark, lambda: np.add(a, b, out=c), t)
-    record_rate(benchmark, HOST, {"GB/s": 12 * n / 1e9, "elements/s": n}, limit=True,
-                reference="numpy.add(a, b, out=c)", elements=n, size_bytes=12 * n)
+    record_rate(benchmark, HOST, {"GB/s": 12 * n / 1e9, "elements/s": n}, elements=n, size_bytes=12 * n)
 
 
 @pytest.mark.benchmark(group=ROWSUM_GROUP)
-@NOISY
 def test_row_sum(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np.random.Generator) -> None:
     x = rng.random(ROWS * COLS, dtype=np.float32)
     kernel = row_sum_kernel(ROWS, COLS)
@@ -141,16 +131,15 @@ def test_row_sum(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: n
 
 
 @pytest.mark.benchmark(group=ROWSUM_GROUP)
-@NOISY
+@pytest.mark.bench_role("limit", reference="numpy.sum(x, axis=1)")
 def test_row_sum_limit_numpy(benchmark: Any, rng: np.random.Generator) -> None:
     x = rng.random((ROWS, COLS), dtype=np.float32)
     _, t = probe(lambda: np.sum(x, axis=1))
     run(benchmark, lambda: np.sum(x, axis=1), t)
-    record_rate(benchmark, HOST, {"elements/s": ROWS * COLS, "GB/s": 4 * ROWS * COLS / 1e9}, limit=True,
-                reference="numpy.sum(x, axis=1)", elements=ROWS * COLS, shape=[ROWS, COLS])
+    record_rate(benchmark, HOST, {"elements/s": ROWS * COLS, "GB/s": 4 * ROWS * COLS / 1e9}, elements=ROWS * COLS,
+                shape=[ROWS, COLS])
 
 
-@CACHE_BOUND
 def test_matmul(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np.random.Generator) -> None:
     n = _size(device, "matmul_n", MATMUL_N)
     benchmark.group = _matmul_group(n)
@@ -164,7 +153,6 @@ def test_matmul(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np
     record_rate(benchmark, device, {"GFLOP/s": 2 * n**3 / 1e9}, shape=[n, n, n])
 
 
-@NOISY
 @pytest.mark.backends("CPU")
 @pytest.mark.benchmark(group=_matmul_group(MATMUL_N))
 @pytest.mark.parametrize("threads", THREADS)
@@ -182,19 +170,18 @@ def test_matmul_blocked_cpu(benchmark: Any, device: str, device_buffers: MakeBuf
                 block=f"{BLOCK_ROWS}x{BLOCK_COLS}, k unrolled {BLOCK_UNROLL}x")
 
 
-@NOISY
 @pytest.mark.parametrize("n", _sizes("matmul_n", MATMUL_N, _matmul_group))
+@pytest.mark.bench_role("limit", reference="numpy.matmul (BLAS)")
 def test_matmul_limit_numpy(benchmark: Any, rng: np.random.Generator, n: int) -> None:
     a, b = rng.random((n, n), dtype=np.float32), rng.random((n, n), dtype=np.float32)
     c = np.ones_like(a)
     _, t = probe(lambda: np.matmul(a, b, out=c))
     run(benchmark, lambda: np.matmul(a, b, out=c), t)
-    record_rate(benchmark, HOST, {"GFLOP/s": 2 * n**3 / 1e9}, limit=True, reference="numpy.matmul (BLAS)",
-                shape=[n, n, n], threads=1)
+    record_rate(benchmark, HOST, {"GFLOP/s": 2 * n**3 / 1e9}, shape=[n, n, n], threads=1)
 
 
-@NOISY
 @pytest.mark.benchmark(group=_matmul_group(MATMUL_N))
+@pytest.mark.bench_role("limit", reference=f"numpy.matmul (BLAS, {CORES} threads)")
 def test_matmul_limit_numpy_all_threads(benchmark: Any, rng: np.random.Generator) -> None:
     n = MATMUL_N
     a, b = rng.random((n, n), dtype=np.float32), rng.random((n, n), dtype=np.float32)
@@ -202,5 +189,4 @@ def test_matmul_limit_numpy_all_threads(benchmark: Any, rng: np.random.Generator
     with threadpool_limits(limits=CORES, user_api="blas"):
         _, t = probe(lambda: np.matmul(a, b, out=c))
         run(benchmark, lambda: np.matmul(a, b, out=c), t)
-    record_rate(benchmark, HOST, {"GFLOP/s": 2 * n**3 / 1e9}, limit=True,
-                reference=f"numpy.matmul (BLAS, {CORES} threads)", shape=[n, n, n], threads=CORES)
+    record_rate(benchmark, HOST, {"GFLOP/s": 2 * n**3 / 1e9}, shape=[n, n, n], threads=CORES)

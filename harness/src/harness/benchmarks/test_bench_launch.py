@@ -48,6 +48,7 @@ def test_launch_empty_prebound(benchmark: Any, device: str, wait: bool) -> None:
 
 
 @pytest.mark.benchmark(group=GROUP)
+@pytest.mark.bench_role("limit", reference="ctypes call of libc labs(long)")
 def test_launch_limit_ctypes_call(benchmark: Any) -> None:
     libc = ctypes.CDLL(ctypes.util.find_library("c"))
     labs = libc.labs
@@ -55,4 +56,4 @@ def test_launch_limit_ctypes_call(benchmark: Any) -> None:
     if labs(-7) != 7:
         pytest.fail(f"libc labs(-7) returned {labs(-7)}")
     benchmark(labs, -7)
-    record_time(benchmark, HOST, "us/call", limit=True, reference="ctypes call of libc labs(long)")
+    record_time(benchmark, HOST, "us/call")

@@ -1,7 +1,9 @@
 """``python -m harness report``: compare pytest-benchmark JSON files and write Markdown, HTML and JSON reports.
 
-Exit status: 0 no regression (or ``--no-fail``), 1 a benchmark regressed beyond its threshold, 2 unusable input (one
-line on stderr: which input, what was wrong, what to do).
+Two files of one A/B run (``python -m harness bench --against REF`` writes them to ``<out>/ab/A.json`` and
+``B.json``) are judged in A/B mode, any other pair in stored-baseline mode (``harness.report.compare``).
+Exit status: 0 no regression (or ``--no-fail``), 1 an entry regressed or drifted, 2 unusable input (one line on
+stderr: which input, what was wrong, what to do).
 """
 
 from __future__ import annotations
@@ -9,10 +11,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from harness.cli_args import ArgumentParser
-from harness.report.compare import ComparisonResult, compare
+from harness.report.compare import DEFAULT_MIN_EFFECT, ComparisonResult, compare
 from harness.report.errors import ReportInputError
 from harness.report.history import load_history
 from harness.report.load import BenchmarkRun, parse_run, read_json
@@ -23,15 +26,26 @@ from harness.report.render_md import render_markdown
 from harness.report.render_text import render_text
 from harness.report.thresholds import parse_threshold
 
+__all__ = ["add_verdict_arguments", "build_parser", "finish", "main", "write_report"]
 
-def add_threshold_argument(parser: argparse.ArgumentParser) -> None:
-    """The ``--threshold`` option shared by ``report`` and ``bench``: a fraction (0.1) or a percentage ('10%')."""
+
+def add_verdict_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options shared by ``report`` and ``bench`` that shape verdicts: --threshold (stored mode) and
+    --min-effect (A/B mode), each a fraction (0.1) or a percentage ('10%')."""
     parser.add_argument(
         "--threshold",
-        type=parse_threshold_option,
+        type=parse_fraction_option,
         default=0.10,
         metavar="T",
-        help="default regression threshold: '10%%' or 0.1 (a benchmark's extra_info['threshold'] overrides it)",
+        help="stored-baseline mode's default regression threshold: '10%%' or 0.1 (a benchmark's "
+        "@pytest.mark.bench_threshold overrides it)",
+    )
+    parser.add_argument(
+        "--min-effect",
+        type=parse_fraction_option,
+        default=DEFAULT_MIN_EFFECT,
+        metavar="E",
+        help=f"A/B mode's smallest change worth a verdict (default {DEFAULT_MIN_EFFECT * 100:g}%%)",
     )
 
 
@@ -40,15 +54,16 @@ def build_parser(prog: str = "python -m harness report") -> ArgumentParser:
     parser = ArgumentParser(
         prog=prog,
         description="Compare a pytest-benchmark JSON result with a baseline; write report.md, report.html and "
-        "report.json; exit 1 on a regression beyond the threshold.",
+        "report.json; exit 1 when an entry regressed or drifted.",
     )
-    parser.add_argument("--current", required=True, help="pytest-benchmark JSON of the run under test")
-    parser.add_argument("--baseline", required=True, help="pytest-benchmark JSON to compare against")
-    parser.add_argument("--history", metavar="DIR", help="directory of earlier pytest-benchmark JSON for trend plots")
-    add_threshold_argument(parser)
-    parser.add_argument("--alpha", type=float, default=0.01, help="significance level of the test (default 0.01)")
+    parser.add_argument("--current", required=True, help="pytest-benchmark JSON of the run under test (A/B: B.json)")
+    parser.add_argument("--baseline", required=True, help="pytest-benchmark JSON to compare against (A/B: A.json)")
+    parser.add_argument("--history", metavar="DIR",
+                        help="directory of earlier runs of the same machine, for trend plots and the drift check")
+    add_verdict_arguments(parser)
+    parser.add_argument("--alpha", type=float, default=0.01, help="significance level of the tests (default 0.01)")
     parser.add_argument("--out", default="reports", metavar="DIR", help="output directory (default: reports/)")
-    parser.add_argument("--no-fail", action="store_true", help="exit 0 even when a benchmark regressed")
+    parser.add_argument("--no-fail", action="store_true", help="exit 0 even when an entry regressed")
     return parser
 
 
@@ -58,8 +73,11 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness repor
     try:
         current = parse_run(read_json(args.current, "current"), args.current)
         baseline = parse_run(read_json(args.baseline, "baseline"), args.baseline)
-        history = load_history(args.history) if args.history else []
-        result, written = write_report(current, baseline, history, threshold=args.threshold, alpha=args.alpha, out=args.out)
+        history, skipped = load_history(args.history, exclude=args.current, machine=current) if args.history else ([], [])
+        for line in skipped:
+            print(f"harness report: warning: {line}", file=sys.stderr)
+        result, written = write_report(current, baseline, history, threshold=args.threshold, min_effect=args.min_effect,
+                                       alpha=args.alpha, out=args.out, warnings=skipped)
     except ReportInputError as exc:
         print(f"harness report: error: {exc}", file=sys.stderr)
         return 2
@@ -73,14 +91,20 @@ def write_report(
     *,
     out: str | Path,
     threshold: float = 0.10,
+    min_effect: float = DEFAULT_MIN_EFFECT,
     alpha: float = 0.01,
     saved_baseline: str | None = None,
+    warnings: Sequence[str] = (),
 ) -> tuple[ComparisonResult, list[Path]]:
     """Compare ``current`` with ``baseline`` (None: no baseline, every benchmark new), write report.md, report.html and
-    report.json into ``out`` (all or none), and return the result and the written paths. ``history`` (oldest first)
-    feeds the trend plots; ``threshold`` is a fraction, ``alpha`` the test level; ``saved_baseline`` the file the
-    caller saved ``current`` to as the new baseline (the reports say so). Raises ReportInputError."""
-    result = compare(current, baseline, threshold=threshold, alpha=alpha, saved_baseline=saved_baseline)
+    report.json into ``out`` (all or none), and return the result and the written paths. ``history`` (earlier runs of
+    the machine, oldest first) feeds the trend plots and the drift check; ``threshold``/``min_effect`` are fractions,
+    ``alpha`` the tests' level; ``saved_baseline`` the file the caller saved ``current`` to as the new baseline (the
+    reports say so); ``warnings`` are added at the top. Raises ReportInputError."""
+    result = compare(current, baseline, history=history, threshold=threshold, min_effect=min_effect, alpha=alpha,
+                     saved_baseline=saved_baseline)
+    if warnings:
+        result = replace(result, warnings=(*warnings, *result.warnings))
     files = {
         "report.md": render_markdown(result, len(history)),
         "report.html": render_html(result, history),
@@ -90,14 +114,14 @@ def write_report(
 
 
 def finish(result: ComparisonResult, written: Sequence[Path], *, no_fail: bool) -> int:
-    """Print the terminal summary and the report paths; return 1 when a benchmark regressed (unless ``no_fail``)."""
+    """Print the terminal summary and the report paths; return 1 when an entry fails the run (unless ``no_fail``)."""
     print(render_text(result))
     print("reports: " + ", ".join(str(path) for path in written))
     return 1 if result.failed and not no_fail else 0
 
 
-def parse_threshold_option(text: str) -> float:
-    """argparse ``type`` for a threshold option: '10%' or 0.1 -> 0.1; a bad value is an argparse error."""
+def parse_fraction_option(text: str) -> float:
+    """argparse ``type`` for a fraction option: '10%' or 0.1 -> 0.1; a bad value is an argparse error."""
     try:
         return parse_threshold(text, "")
     except ReportInputError as exc:

@@ -1,59 +1,74 @@
-"""Comparing a current pytest-benchmark run with a baseline run: one verdict per benchmark, keyed by fullname.
+"""Comparing a run with a baseline: one verdict per benchmark (keyed by fullname), and one set of counts for all outputs.
 
-Verdict rule (``harness.report.stats`` gives the rule of one comparison: significant at ``alpha``, ratio beyond the
-threshold, bootstrap CI of the ratio entirely beyond 1):
+The mode follows from the runs:
 
-- a device entry whose group holds a practical-limit entry (``harness.report.groups``) is compared twice: raw
-  (current vs baseline round times) and limit-normalized (each round divided by the median of the group's limit in the
-  same run). It is "regressed" or "improved" only when BOTH comparisons say so; when they disagree it is "unchanged"
-  with a note. Raw slower but normalized not means the limit moved as well: the machine changed (load, clock,
-  memory bandwidth), not the code. Normalized slower but raw not means the limit got faster while the entry did not.
-- a limit entry gets the raw verdict, labelled in its note ("limit moved: the machine was x1.40 slower"), and never
-  fails the run: it measures the machine, not our code. ``ComparisonResult.failed`` counts device entries only.
-- any other benchmark gets the raw verdict.
+- **A/B** (the two files of one paired A/B run: RUN_KEY mode "ab" and the same pairing id; baseline = side A, the git
+  ref, current = side B, the working tree): round i of a benchmark on one side was taken right beside round i on the
+  other, so the verdict comes from the per-pair ratios (``harness.report.paired.judge``: signed-rank test, CI of the
+  median ratio, minimum effect), which machine drift cannot move.
+- **stored baseline** (any other pair of runs; they were taken at different moments): each benchmark's rounds are
+  compared raw (``harness.report.stats``: Mann-Whitney U, ratio of medians beyond the threshold, bootstrap CI beyond
+  1). An entry whose group has a practical limit is also compared normalized by it (the per-round ratios entry /
+  paired limit round when both runs timed them side by side, else each round / the limit's median), and regresses or
+  improves only when raw and normalized agree: raw slower but normalized not means the machine was slower, not the
+  code. With ``history`` (earlier runs of the machine) each entry's trend is judged as well (``harness.report.drift``):
+  a cumulative creep beyond the threshold fails the run even when the last step did not.
+
+Roles (``harness.bench_schema``): entries (our code), limits and peers. Limits and peers are judged and shown, but only
+entries fail the run. ``ComparisonResult.sections`` puts every benchmark in exactly one section; every count that a
+report prints is the length of one of them.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeVar
 
 import numpy as np
 
+from harness.bench_schema import ENTRY, HIGHER_IS_BETTER_KEY, LIMIT, MODE_AB, PEER, THRESHOLD_KEY
+from harness.report.drift import Drift, find_drift
 from harness.report.errors import ReportInputError
-from harness.report.groups import group_limits, is_limit, limit_ratios
+from harness.report.groups import XLimit, group_limits, role, x_limits
 from harness.report.load import BenchmarkRecord, BenchmarkRun, parse_run
 from harness.report.machine import machine_id, machine_mismatch
-from harness.report.stats import SampleComparison, Verdict, compare_normalized, compare_records
-from harness.report.thresholds import HIGHER_IS_BETTER_KEY, THRESHOLD_KEY, parse_threshold
+from harness.report.paired import Paired, judge, log_ratios
+from harness.report.stats import SampleComparison, compare_normalized, compare_records, compare_samples
+from harness.report.thresholds import parse_threshold
+from harness.report.verdict import Verdict
 
-VERDICT_ORDER = (Verdict.REGRESSED, Verdict.IMPROVED, Verdict.UNCHANGED, Verdict.NEW, Verdict.MISSING)
+__all__ = ["DEFAULT_MIN_EFFECT", "NO_BASELINE_NOTE", "SECTIONS", "BenchmarkComparison", "ComparisonResult", "Section",
+           "compare"]
+
 # The note every report carries when there is no baseline (``compare(current, None)``); the bench command prints it too.
 NO_BASELINE_NOTE = "no baseline for machine {machine}: this run can become the baseline with `nox -s bench -- --save-baseline`"
 # The note instead of NO_BASELINE_NOTE when the caller saves this run as the baseline (``compare(saved_baseline=...)``).
 SAVED_BASELINE_NOTE = "this run was saved as the baseline of machine {machine}: {path}"
+DEFAULT_MIN_EFFECT = 0.03
 
 
 @dataclass(frozen=True)
 class BenchmarkComparison:
     """The verdict and statistics of one benchmark.
 
-    ``current``/``baseline`` are None for a missing/new benchmark, and so are ``ratio`` (current median / baseline
-    median), ``ci`` (bootstrap CI of the ratio, also None without per-round data), ``p_value`` and ``test``.
-    ``threshold`` is the fraction that applied (the benchmark's own ``extra_info['threshold']`` or the default).
-    ``x_limit``: current median / the current median of its group's practical-limit entry (see ``harness.report.groups``),
-    None when the group has no limit entry, for the limit entry itself, and for a missing benchmark.
-    ``normalized_ratio``/``normalized_ci``/``normalized_p_value``: the limit-normalized comparison (see the module
-    rule), None unless the benchmark is a device entry of a group with a limit entry in both runs, all with per-round
-    data. ``limit_ratio``: current / baseline median of that limit entry (how much the machine moved), None likewise
-    (for a limit entry itself see ``ratio``).
+    ``role``: ENTRY, LIMIT or PEER (from the current record, else the baseline's). ``current``/``baseline`` are None
+    for a new/missing benchmark, and so are the statistics. ``ratio``: current / baseline (A/B: the median per-pair
+    ratio; stored: the ratio of medians), ``ci`` its confidence interval, ``p_value``/``test`` the test's.
+    ``threshold``: the stored-baseline threshold that applied (the benchmark's own or the default).
+    ``x_limit``: the current run's "x limit" of an entry (``harness.report.groups.XLimit``), or None.
+    ``normalized_*``: the limit-normalized comparison of stored mode (``normalized_paired``: from paired rounds),
+    ``limit_ratio``: current / baseline median of that limit. A/B: ``pairs`` (rounds per side), ``stop`` (why the
+    rounds ended, ``harness.paired.engine.STOP_*``), ``detectable`` (the smallest change this run could flag, a
+    fraction). ``drift``: a cumulative regression over the stored runs, or None.
     """
 
     fullname: str
     verdict: Verdict
+    role: str
     threshold: float
     current: BenchmarkRecord | None
     baseline: BenchmarkRecord | None
@@ -62,16 +77,16 @@ class BenchmarkComparison:
     p_value: float | None = None
     test: str | None = None
     note: str | None = None
-    x_limit: float | None = None
+    x_limit: XLimit | None = None
     normalized_ratio: float | None = None
     normalized_ci: tuple[float, float] | None = None
     normalized_p_value: float | None = None
+    normalized_paired: bool = False
     limit_ratio: float | None = None
-
-    @property
-    def is_limit(self) -> bool:
-        """True for a practical-limit entry (``extra_info['limit'] is True``), which bounds its group's other entries."""
-        return is_limit(self.record)
+    pairs: int | None = None
+    stop: str | None = None
+    detectable: float | None = None
+    drift: Drift | None = None
 
     @property
     def record(self) -> BenchmarkRecord:
@@ -82,18 +97,57 @@ class BenchmarkComparison:
         return record
 
     @property
+    def is_limit(self) -> bool:
+        return self.role == LIMIT
+
+    @property
     def higher_is_better(self) -> bool:
         """True when the benchmark declares a throughput figure (``extra_info['higher_is_better']``)."""
         return bool(self.record.extra_info.get(HIGHER_IS_BETTER_KEY, False))
 
+    @property
+    def fails(self) -> bool:
+        """True for an entry that regressed or drifted: the benchmarks that fail the run."""
+        return self.role == ENTRY and (self.verdict is Verdict.REGRESSED or self.drift is not None)
+
+
+@dataclass(frozen=True)
+class Section:
+    """One part of every report: ``key`` (also the JSON count's name), ``title``, and its benchmarks."""
+
+    key: str
+    title: str
+    comparisons: tuple[BenchmarkComparison, ...]
+
+
+def _section_of(c: BenchmarkComparison) -> str:
+    if c.verdict in (Verdict.NEW, Verdict.MISSING):
+        return c.verdict.value
+    if c.role != ENTRY:
+        return "moved" if c.verdict in (Verdict.REGRESSED, Verdict.IMPROVED) else "unchanged"
+    if c.verdict is Verdict.UNCHANGED and c.drift is not None:
+        return "drifted"
+    return c.verdict.value
+
+
+# (key, title) of every section in report order; the first two fail the run
+SECTIONS = (
+    ("regressed", "Regressed"),
+    ("drifted", "Drifted (crept up over the stored runs)"),
+    ("improved", "Improved"),
+    ("moved", "Limits and peers that moved (never fail the run)"),
+    ("unchanged", "Unchanged"),
+    ("new", "New (no baseline to compare with)"),
+    ("missing", "Missing (in the baseline only)"),
+)
+
 
 @dataclass(frozen=True)
 class ComparisonResult:
-    """All verdicts of current vs baseline, ordered by verdict (regressed first) then fullname, plus run metadata.
+    """All verdicts of current vs baseline, ordered by section then fullname, plus run metadata.
 
-    ``warnings``: lines every report prints at the top (different machines, different pytest-benchmark majors).
-    ``notes``: informational lines printed at the top too (NO_BASELINE_NOTE when ``baseline`` is None, or
-    SAVED_BASELINE_NOTE when the run was saved as the baseline).
+    ``mode``: "ab" or "stored". ``warnings``/``notes``: lines every report prints at the top. ``threshold`` (stored
+    mode's default), ``min_effect`` (A/B), ``alpha``, ``confidence``: the settings that applied.
     """
 
     current: BenchmarkRun
@@ -104,80 +158,74 @@ class ComparisonResult:
     alpha: float
     confidence: float
     notes: tuple[str, ...] = ()
-
-    def of(self, verdict: Verdict) -> list[BenchmarkComparison]:
-        """The comparisons with this verdict."""
-        return [c for c in self.comparisons if c.verdict is verdict]
+    mode: str = "stored"
+    min_effect: float = DEFAULT_MIN_EFFECT
 
     @property
-    def has_limits(self) -> bool:
-        """True when any benchmark is a practical-limit entry or is bounded by one (the reports then add 'x limit')."""
-        return any(c.is_limit or c.x_limit is not None for c in self.comparisons)
+    def sections(self) -> tuple[Section, ...]:
+        """Every section (SECTIONS order), each benchmark in exactly one."""
+        return tuple(Section(key, title, tuple(c for c in self.comparisons if _section_of(c) == key))
+                     for key, title in SECTIONS)
 
-    def counts(self) -> dict[Verdict, int]:
-        """Number of benchmarks per verdict, every verdict present (in VERDICT_ORDER)."""
-        return {verdict: len(self.of(verdict)) for verdict in VERDICT_ORDER}
-
-    @property
-    def regressions(self) -> list[BenchmarkComparison]:
-        """The regressed benchmarks that fail the run: every regressed one except practical-limit entries."""
-        return [c for c in self.of(Verdict.REGRESSED) if not c.is_limit]
+    def counts(self) -> dict[str, int]:
+        """Benchmarks per section key, every key present: the one source of every count in every output."""
+        return {section.key: len(section.comparisons) for section in self.sections}
 
     @property
-    def limit_moves(self) -> list[BenchmarkComparison]:
-        """The practical-limit entries judged regressed or improved: the machine moved (never a failure)."""
-        return [c for c in self.comparisons if c.is_limit and c.verdict in (Verdict.REGRESSED, Verdict.IMPROVED)]
+    def failing(self) -> list[BenchmarkComparison]:
+        """The entries that fail the run (regressed or drifted)."""
+        return [c for c in self.comparisons if c.fails]
 
     @property
     def failed(self) -> bool:
-        """True when any benchmark other than a practical-limit entry regressed beyond its threshold."""
-        return bool(self.regressions)
+        return bool(self.failing)
+
+    @property
+    def has_limits(self) -> bool:
+        """True when some benchmark is a limit or has an "x limit" (the reports then add that column)."""
+        return any(c.is_limit or c.x_limit is not None for c in self.comparisons)
 
 
 def compare(
     current: Mapping[str, Any] | BenchmarkRun,
     baseline: Mapping[str, Any] | BenchmarkRun | None,
     *,
+    history: Sequence[BenchmarkRun] = (),
     threshold: float = 0.10,
+    min_effect: float = DEFAULT_MIN_EFFECT,
     alpha: float = 0.01,
     confidence: float = 0.95,
     n_resamples: int = 2000,
     seed: int = 0,
     saved_baseline: str | None = None,
 ) -> ComparisonResult:
-    """Compare two pytest-benchmark results (decoded JSON dicts, or runs from ``parse_run``).
+    """Compare two pytest-benchmark results (decoded JSON dicts, or runs from ``parse_run``); see the module doc.
 
     ``baseline=None`` (no baseline stored for the machine): every benchmark is NEW, nothing fails, and the result's
-    ``notes`` hold NO_BASELINE_NOTE naming the current run's ``machine_id``.
-
-    ``threshold``: default fraction a median may grow before a significant change counts (0.10 = 10%); a benchmark's
-    ``extra_info['threshold']`` overrides it (current side first, else baseline). ``alpha``: significance level of the
-    test; ``confidence``: level of the bootstrap CI; ``n_resamples``: bootstrap resamples; ``seed``: makes the CI
-    reproducible (each benchmark draws from its own generator seeded by ``seed`` and its fullname).
-    ``saved_baseline``: where the caller saved ``current`` as the baseline; the notes then hold SAVED_BASELINE_NOTE
-    instead of NO_BASELINE_NOTE. See the module doc and ``harness.report.stats`` for the rule.
-    Raises ReportInputError for an invalid document, option or per-benchmark threshold.
+    ``notes`` hold NO_BASELINE_NOTE naming the current run's ``machine_id``. ``history``: earlier runs of the same
+    machine, oldest first, for the drift check of stored mode. ``threshold``: stored mode's default fraction a median
+    may grow before a significant change counts (a benchmark's ``extra_info['threshold']`` overrides it, current side
+    first); ``min_effect``: A/B mode's smallest change worth a verdict; ``alpha``: the tests' level; ``confidence``:
+    the CIs' level; ``n_resamples``/``seed``: the bootstrap's (each benchmark draws from its own generator seeded by
+    ``seed`` and its fullname). ``saved_baseline``: where the caller saved ``current`` as the baseline (the notes say
+    so). Raises ReportInputError for an invalid document, option or per-benchmark threshold.
     """
     cur = current if isinstance(current, BenchmarkRun) else parse_run(current, "current")
     base = baseline if baseline is None or isinstance(baseline, BenchmarkRun) else parse_run(baseline, "baseline")
     threshold = parse_threshold(threshold, "--threshold")
     _check_level(alpha, "--alpha")
     _check_level(confidence, "confidence")
+    if not 0.0 <= min_effect < 1.0:
+        raise ReportInputError(f"--min-effect must be a fraction in [0, 1), got {min_effect!r}")
     if n_resamples < 100:
         raise ReportInputError(f"n_resamples must be >= 100 for a usable CI, got {n_resamples}")
-    x_limits = limit_ratios(cur)
-    before = base if base is not None else _empty_like(cur)
-    settings = _Settings(threshold, alpha, confidence, n_resamples, seed)
-    comparisons = [
-        replace(_compare_one(name, cur, before, settings), x_limit=x_limits.get(name))
-        for name in sorted(set(cur.benchmarks) | set(before.benchmarks))
-    ]
-    machine = machine_id(cur.machine_info)
-    if saved_baseline is not None:
-        notes: tuple[str, ...] = (SAVED_BASELINE_NOTE.format(machine=machine, path=saved_baseline),)
-    else:
-        notes = (NO_BASELINE_NOTE.format(machine=machine),) if base is None else ()
-    comparisons.sort(key=lambda c: (VERDICT_ORDER.index(c.verdict), c.fullname))
+    before = base if base is not None else replace(cur, source="(no baseline)", benchmarks={}, harness={})
+    paired = base is not None and _paired(cur, base)
+    settings = _Settings(threshold, min_effect, alpha, confidence, n_resamples, seed)
+    judge_one = partial(_ab_one, settings=settings) if paired else _StoredJudge(cur, before, history, settings)
+    comparisons = [judge_one(name, cur, before) for name in sorted(set(cur.benchmarks) | set(before.benchmarks))]
+    keys = [key for key, _ in SECTIONS]
+    comparisons.sort(key=lambda c: (keys.index(_section_of(c)), c.fullname))
     return ComparisonResult(
         current=cur,
         baseline=base,
@@ -186,13 +234,10 @@ def compare(
         threshold=threshold,
         alpha=alpha,
         confidence=confidence,
-        notes=notes,
+        notes=_notes(cur, base, saved_baseline),
+        mode=MODE_AB if paired else "stored",
+        min_effect=min_effect,
     )
-
-
-def _empty_like(run: BenchmarkRun) -> BenchmarkRun:
-    """A run without benchmarks: comparing against it makes every benchmark NEW."""
-    return replace(run, source="(no baseline)", benchmarks={})
 
 
 @dataclass(frozen=True)
@@ -200,84 +245,168 @@ class _Settings:
     """The options of ``compare`` that every benchmark's comparison uses."""
 
     threshold: float
+    min_effect: float
     alpha: float
     confidence: float
     n_resamples: int
     seed: int
 
 
-def _compare_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Settings) -> BenchmarkComparison:
+def _paired(cur: BenchmarkRun, base: BenchmarkRun) -> bool:
+    """True when the runs are the two sides of one A/B run."""
+    ids = {run.harness.get("pairing") for run in (cur, base)}
+    return all(run.harness.get("mode") == MODE_AB for run in (cur, base)) and len(ids) == 1 and None not in ids
+
+
+def _one_sided(name: str, now: BenchmarkRecord | None, before: BenchmarkRecord | None,
+               threshold: float) -> BenchmarkComparison:
+    record = now or before
+    if record is None:
+        raise ValueError(f"benchmark {name!r} is on neither side")
+    verdict = Verdict.NEW if before is None else Verdict.MISSING
+    return BenchmarkComparison(name, verdict, role(record), threshold, current=now, baseline=before)
+
+
+def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Settings) -> BenchmarkComparison:
+    """A/B: the verdict from the per-pair log ratios of the two sides' rounds (index i pairs with index i)."""
     now, before = cur.benchmarks.get(name), base.benchmarks.get(name)
     threshold = _threshold_of(now, before, settings.threshold)
-    if before is None:
-        return BenchmarkComparison(name, Verdict.NEW, threshold, current=now, baseline=None)
-    if now is None:
-        return BenchmarkComparison(name, Verdict.MISSING, threshold, current=None, baseline=before)
-    rng = np.random.default_rng([settings.seed, int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little")])
-    options = partial(_with_options, threshold=threshold, settings=settings, rng=rng)
-    raw = options(compare_records, now, before)
-    verdict, notes = raw.verdict, [raw.note] if raw.note else []
-    normalized, limit_ratio = None, None
-    limit = group_limits(cur).get(now.group) if now.group is not None and not is_limit(now) else None
-    if is_limit(now):
-        notes += _limit_note(raw)
-    elif limit is not None:
-        limit_before = base.benchmarks.get(limit.fullname)
-        if limit_before is None:
-            notes.append(f"its group's limit {limit.fullname!r} is not in the baseline: raw comparison only")
+    if now is None or before is None:
+        return _one_sided(name, now, before, threshold)
+    kind = role(now)
+    try:
+        d = log_ratios(before.data if before.data is not None else [], now.data if now.data is not None else [])
+    except ValueError as exc:
+        note = f"its rounds do not pair up ({exc}): no verdict"
+        return BenchmarkComparison(name, Verdict.UNCHANGED, kind, threshold, now, before, note=note)
+    if d.size == 0:
+        note = "no per-round data on one side: no verdict"
+        return BenchmarkComparison(name, Verdict.UNCHANGED, kind, threshold, now, before, note=note)
+    verdict: Paired = judge(d, alpha=settings.alpha, confidence=settings.confidence, min_effect=settings.min_effect)
+    return BenchmarkComparison(
+        name, verdict.verdict, kind, threshold, now, before, ratio=verdict.ratio, ci=verdict.ci,
+        p_value=verdict.p_value, test=verdict.test, pairs=verdict.pairs, stop=str(now.options.get("stop") or "") or None,
+        detectable=verdict.detectable, note=_ab_note(verdict, kind, settings),
+    )
+
+
+def _ab_note(verdict: Paired, kind: str, settings: _Settings) -> str | None:
+    if kind != ENTRY and verdict.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):
+        return f"a {kind} moved: the same code on both sides, so the two environments differ (never fails the run)"
+    if verdict.verdict is Verdict.UNCHANGED and verdict.p_value < settings.alpha and math.isfinite(verdict.ratio):
+        if abs(math.log(verdict.ratio)) < math.log1p(settings.min_effect):
+            return f"significant but below the minimum effect of {settings.min_effect:.0%}"
+    return None
+
+
+class _StoredJudge:
+    """Stored mode's verdict of each benchmark (see the module doc), with what every benchmark shares computed once."""
+
+    def __init__(self, cur: BenchmarkRun, base: BenchmarkRun, history: Sequence[BenchmarkRun],
+                 settings: _Settings) -> None:
+        self.settings = settings
+        self.x_limits = x_limits(cur)
+        self.limits = group_limits(cur)
+        self.trend = [*history, cur] if history else []
+        self.trend_limits = [x_limits(run) for run in history] + [self.x_limits] if history else []
+
+    def __call__(self, name: str, cur: BenchmarkRun, base: BenchmarkRun) -> BenchmarkComparison:
+        now, before = cur.benchmarks.get(name), base.benchmarks.get(name)
+        threshold = _threshold_of(now, before, self.settings.threshold)
+        if now is None or before is None:
+            return replace(_one_sided(name, now, before, threshold), x_limit=self.x_limits.get(name))
+        rng = np.random.default_rng([self.settings.seed, int.from_bytes(hashlib.sha256(name.encode()).digest()[:8],
+                                                                         "little")])
+        options = partial(_with_options, threshold=threshold, settings=self.settings, rng=rng)
+        raw = options(compare_records, now, before)
+        kind = role(now)
+        verdict, notes = raw.verdict, [raw.note] if raw.note else []
+        found: dict[str, Any] = {}
+        if kind == ENTRY:
+            verdict = self._normalized(now, before, base, raw, options, threshold, notes, found)
         else:
-            limit_ratio = limit.median / limit_before.median
-            normalized = options(compare_normalized, now, before, limit, limit_before)
+            notes += _moved_note(kind, raw)
+        drift = None
+        if kind == ENTRY and self.trend:
+            drift = find_drift(self.trend, self.trend_limits, name, threshold=threshold)
+        x_limit = self.x_limits.get(name)
+        if x_limit is not None and x_limit.ratio < 1.0:
+            notes.append(_faster_than_limit(x_limit))
+        return BenchmarkComparison(
+            name, verdict, kind, threshold, current=now, baseline=before, ratio=raw.ratio, ci=raw.ci,
+            p_value=raw.p_value, test=raw.test, note="; ".join(notes) or None, x_limit=x_limit, drift=drift, **found,
+        )
+
+    def _normalized(self, now: BenchmarkRecord, before: BenchmarkRecord, base: BenchmarkRun, raw: SampleComparison,
+                    options: Callable[..., Any], threshold: float, notes: list[str], found: dict[str, Any]) -> Verdict:
+        """The entry's verdict after its limit-normalized comparison (filled into ``found``), if it has a limit."""
+        if _both_paired(now, before):
+            ratios_now = now.data / now.paired_limit_data  # type: ignore[operator]
+            ratios_before = before.data / before.paired_limit_data  # type: ignore[operator]
+            normalized = options(compare_samples, ratios_now, ratios_before)
+            limit_now = float(np.median(now.paired_limit_data))  # type: ignore[arg-type]
+            limit_before = float(np.median(before.paired_limit_data))  # type: ignore[arg-type]
+            found["normalized_paired"] = True
+        else:
+            limit = self.limits.get(now.group) if now.group is not None else None
+            limit_old = base.benchmarks.get(limit.fullname) if limit is not None else None
+            if limit is None:
+                return raw.verdict
+            if limit_old is None:
+                notes.append(f"its group's limit {limit.fullname!r} is not in the baseline: raw comparison only")
+                return raw.verdict
+            normalized = options(compare_normalized, now, before, limit, limit_old)
             if normalized is None:
                 notes.append("no per-round data for the limit-normalized comparison: raw comparison only")
-            else:
-                verdict, agreement = _agree(raw, normalized, limit_ratio, threshold)
-                notes += agreement
-    return BenchmarkComparison(
-        name,
-        verdict,
-        threshold,
-        current=now,
-        baseline=before,
-        ratio=raw.ratio,
-        ci=raw.ci,
-        p_value=raw.p_value,
-        test=raw.test,
-        note="; ".join(notes) or None,
-        normalized_ratio=normalized.ratio if normalized else None,
-        normalized_ci=normalized.ci if normalized else None,
-        normalized_p_value=normalized.p_value if normalized else None,
-        limit_ratio=limit_ratio,
-    )
+                return raw.verdict
+            limit_now, limit_before = limit.median, limit_old.median
+        found.update(normalized_ratio=normalized.ratio, normalized_ci=normalized.ci,
+                     normalized_p_value=normalized.p_value, limit_ratio=limit_now / limit_before)
+        verdict, agreement = _agree(raw, normalized, limit_now / limit_before, threshold)
+        notes += agreement
+        return verdict
+
+
+def _both_paired(now: BenchmarkRecord, before: BenchmarkRecord) -> bool:
+    return all(r.paired_limit_data is not None and r.data is not None for r in (now, before)) and \
+        now.paired_limit == before.paired_limit
 
 
 _Result = TypeVar("_Result")
 
 
 def _with_options(
-    function: Callable[..., _Result], *records: BenchmarkRecord, threshold: float, settings: _Settings,
-    rng: np.random.Generator,
+    function: Callable[..., _Result], *records: Any, threshold: float, settings: _Settings, rng: np.random.Generator,
 ) -> _Result:
     """``function(*records, ...)`` with the comparison options of ``settings`` and this benchmark's threshold/rng."""
     return function(*records, threshold=threshold, alpha=settings.alpha, confidence=settings.confidence,
                     n_resamples=settings.n_resamples, rng=rng)
 
 
-def _limit_note(raw: SampleComparison) -> list[str]:
-    """The label of a limit entry that moved: it measures the machine, so it never fails the run."""
+def _moved_note(kind: str, raw: SampleComparison) -> list[str]:
+    """The label of a limit or peer that moved: it is not our code, so it never fails the run."""
+    what = "the machine" if kind == LIMIT else "the peer" if kind == PEER else kind
     if raw.verdict is Verdict.REGRESSED:
-        return [f"limit moved: the machine was x{raw.ratio:.2f} slower (a limit never fails the run)"]
+        return [f"{kind} moved: {what} was x{raw.ratio:.2f} slower (never fails the run)"]
     if raw.verdict is Verdict.IMPROVED:
-        return [f"limit moved: the machine was x{1.0 / raw.ratio:.2f} faster (a limit never fails the run)"]
+        return [f"{kind} moved: {what} was x{1.0 / raw.ratio:.2f} faster (never fails the run)"]
     return []
+
+
+def _faster_than_limit(x_limit: XLimit) -> str:
+    """Why an entry can beat its own limit: the limit is a reference way of doing the same work, not a proof of the
+    fastest way (e.g. numpy.copyto pays for its dispatch where a raw memmove does not)."""
+    how = "in rounds taken beside it" if x_limit.paired else "its limit was measured at another moment"
+    return (f"faster than its limit ({x_limit.ratio:.2f}x, {how}): the limit is a reference implementation of the "
+            "same work, not a bound this entry cannot beat")
 
 
 def _agree(
     raw: SampleComparison, normalized: SampleComparison, limit_ratio: float, threshold: float
 ) -> tuple[Verdict, list[str]]:
-    """The verdict of a device entry from its raw and limit-normalized comparisons (both must agree), and a note
-    saying why when they do not: the other ratio stayed within the threshold (the limit moved with the entry, or moved
-    alone), or it went the same way without being conclusive (p-value or CI)."""
+    """The verdict of an entry from its raw and limit-normalized comparisons (both must agree), and a note saying why
+    when they do not: the other ratio stayed within the threshold (the limit moved with the entry, or moved alone),
+    or it went the same way without being conclusive (p-value or CI)."""
     if raw.verdict is normalized.verdict:
         return raw.verdict, []
     numbers = f"limit x{limit_ratio:.3f}, raw x{raw.ratio:.3f}, normalized x{normalized.ratio:.3f}"
@@ -302,8 +431,22 @@ def _check_level(value: float, name: str) -> None:
         raise ReportInputError(f"{name} must be a probability strictly between 0 and 1, got {value!r}")
 
 
+def _notes(cur: BenchmarkRun, base: BenchmarkRun | None, saved_baseline: str | None) -> tuple[str, ...]:
+    machine = machine_id(cur.machine_info)
+    notes = []
+    if saved_baseline is not None:
+        notes.append(SAVED_BASELINE_NOTE.format(machine=machine, path=saved_baseline))
+    elif base is None:
+        notes.append(NO_BASELINE_NOTE.format(machine=machine))
+    planted = cur.harness.get("planted")
+    if planted:
+        notes.append(f"planted slowdown: every round of the working tree was stretched x{planted} (--plant-slowdown), "
+                     "so every entry should be flagged regressed")
+    return tuple(notes)
+
+
 def _warnings(cur: BenchmarkRun, base: BenchmarkRun) -> tuple[str, ...]:
-    found = []
+    found = list(cur.harness.get("warnings") or [])
     machines = machine_mismatch(cur.machine_info, base.machine_info)
     if machines:
         found.append(machines)
@@ -312,4 +455,4 @@ def _warnings(cur: BenchmarkRun, base: BenchmarkRun) -> tuple[str, ...]:
             f"current was written by pytest-benchmark {cur.version} and baseline by {base.version}; "
             "statistics are compared as if equivalent"
         )
-    return tuple(found)
+    return tuple(str(w) for w in found)

@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from harness.benchmarks.threads import SINGLE_THREAD_ENV, THREADS_KEY
-from harness.report.compare import BenchmarkComparison, ComparisonResult
-from harness.report.groups import LIMIT_KEY, UNIT_KEY, VALUE_KEY, natural_figure
+from harness.bench_schema import (
+    HIGHER_IS_BETTER_KEY,
+    LIMIT_KEY,
+    MODE_AB,
+    SINGLE_THREAD_ENV,
+    THREADS_KEY,
+    THRESHOLD_KEY,
+    UNIT_KEY,
+    VALUE_KEY,
+)
+from harness.report.compare import SECTIONS, BenchmarkComparison, ComparisonResult
+from harness.report.groups import natural_figure
 from harness.report.load import BenchmarkRun
 from harness.report.machine import machine_fields
-from harness.report.stats import Verdict
-from harness.report.thresholds import RESERVED_KEYS
 
 _UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
 # extra_info keys shown by their own column or section, not in the generic 'figures' list
-_SHOWN_ELSEWHERE = RESERVED_KEYS | {LIMIT_KEY, UNIT_KEY, VALUE_KEY}
+_SHOWN_ELSEWHERE = {THRESHOLD_KEY, HIGHER_IS_BETTER_KEY, LIMIT_KEY, UNIT_KEY, VALUE_KEY}
 
 
 def time_unit(value: float) -> tuple[float, str]:
@@ -62,37 +69,57 @@ def percent(fraction: float) -> str:
 # Column of the limit-normalized ratio and its CI in the verdict tables (see ``normalized``)
 NORMALIZED_HEAD = "ratio vs limit [CI]"
 X_LIMIT_LEGEND = (
-    "x limit: a benchmark's median time / the median time of its group's practical-limit entry in this run "
-    "(1.80x = 1.8 times slower than the limit)"
+    "x limit: how many times slower than its group's practical limit an entry ran in this run (1.80x = 1.8 times "
+    "slower): the median of its rounds each divided by the limit round taken right beside it; marked * when the limit "
+    "was measured at another moment (its median)"
 )
 
 
 def headline(result: ComparisonResult) -> str:
-    """'FAIL, 2 regressed', 'PASS, no regression', or 'NO BASELINE, 5 new' when there is no baseline."""
+    """'FAIL, 2 regressed, 1 drifted', 'PASS, no regression', or 'NO BASELINE, 5 new' (counts from the sections)."""
+    counts = result.counts()
     if result.baseline is None:
-        return f"NO BASELINE, {len(result.of(Verdict.NEW))} new"
-    return f"FAIL, {len(result.regressions)} regressed" if result.failed else "PASS, no regression"
+        return f"NO BASELINE, {counts['new']} new"
+    if not result.failed:
+        return "PASS, no regression"
+    parts = [f"{counts['regressed']} regressed"] + ([f"{counts['drifted']} drifted"] if counts["drifted"] else [])
+    return "FAIL, " + ", ".join(parts)
+
+
+def summary(result: ComparisonResult) -> str:
+    """One line of every section's count: '2 regressed, 0 drifted, 1 improved, 3 limits/peers moved, ...'."""
+    counts = result.counts()
+    return ", ".join(f"{counts[key]} {SECTION_SHORT[key]}" for key, _ in SECTIONS)
+
+
+# the short name of each section in summary lines and count tables
+SECTION_SHORT = {key: "limits/peers moved" if key == "moved" else key for key, _ in SECTIONS}
 
 
 def method(result: ComparisonResult, history_runs: int) -> str:
-    """The sentences under the summary counts: the verdict rule (``harness.report.compare``), and how many history runs
-    were plotted."""
+    """The sentences under the summary counts: how this report's verdicts were decided."""
     if result.baseline is None:
         return f"No baseline: every benchmark is new and nothing is judged; {history_runs} history run(s)."
+    if result.mode == MODE_AB:
+        return (
+            "A/B: both versions ran in two long-lived workers on the same CPU, in alternating rounds (A B B A ...), "
+            "so each pair of rounds saw the same machine. Regressed/improved: the two-sided Wilcoxon signed-rank test "
+            f"of the per-pair log ratios is significant at {result.alpha:g}, the {result.confidence:.0%} CI of the "
+            "median per-pair ratio lies entirely beyond 1, and that ratio is beyond the minimum effect of "
+            f"{percent(result.min_effect)}. 'detectable' is the smallest change this run could have flagged; rounds "
+            "stopped at the target precision or when the benchmark's time budget was spent ('stop'). Only entries "
+            "fail the run; limits and peers run the same code on both sides and show whether the two sides' "
+            "environments differ."
+        )
     return (
         f"Regressed/improved: the ratio current/baseline median is beyond the threshold (default "
         f"{percent(result.threshold)}), significant at {result.alpha:g} (two-sided Mann-Whitney U on per-round times) "
-        f"and its {result.confidence:.0%} bootstrap CI lies entirely beyond 1. A benchmark in a group with a "
-        "practical limit must pass this both raw and normalized by the limit (each round / the limit's median in the "
-        "same run), else it is unchanged: a change that moves the limit too is the machine's. Limit entries are "
-        f"judged and labelled but never fail the run; {history_runs} history run(s)."
+        f"and its {result.confidence:.0%} bootstrap CI lies entirely beyond 1. An entry in a group with a practical "
+        "limit must pass this both raw and normalized by the limit (per-round ratios to the limit round taken beside "
+        "it), else it is unchanged: a change that moves the limit too is the machine's. Drifted: its level crept up "
+        "beyond the threshold over the stored runs (Theil-Sen trend). Only entries fail the run; limits and peers are "
+        f"judged and labelled; {history_runs} history run(s)."
     )
-
-
-def limit_moves(result: ComparisonResult) -> str:
-    """'; 2 limits moved (the machine, never a failure)' for the status line, '' when no limit entry moved."""
-    moved = len(result.limit_moves)
-    return f"; {moved} limit{'s' if moved > 1 else ''} moved (the machine, never a failure)" if moved else ""
 
 
 def normalized(comparison: BenchmarkComparison) -> str:
@@ -103,7 +130,7 @@ def normalized(comparison: BenchmarkComparison) -> str:
 
 
 def threads(run: BenchmarkRun) -> str:
-    """The BLAS/OpenMP thread variables the run recorded (``harness.benchmarks.threads``), e.g.
+    """The BLAS/OpenMP thread variables the run recorded (``harness.bench_schema.THREADS_KEY``), e.g.
     '1 (OPENBLAS_NUM_THREADS=1, OMP_NUM_THREADS=1, MKL_NUM_THREADS=1): numpy limits single-threaded like the CPU
     backend'; 'not recorded' for a run without them."""
     found = run.machine_info.get(THREADS_KEY)
@@ -131,19 +158,48 @@ def run_rows(result: ComparisonResult) -> list[tuple[str, str, str]]:
 
 
 def x_limit(comparison: BenchmarkComparison) -> str:
-    """The 'x limit' cell: '1.80x' (median / the group's limit median), 'limit' for the limit entry, else '–'."""
-    if comparison.x_limit is not None:
-        return f"{comparison.x_limit:.2f}x"
+    """The 'x limit' cell: '1.80x' (paired: median of per-round ratios to the limit round beside it), '1.80x*' (the
+    limit measured at another moment), 'limit' for a limit, else '–'."""
+    x = comparison.x_limit
+    if x is not None:
+        return f"{x.ratio:.2f}x" + ("" if x.paired else "*")
     return "limit" if comparison.is_limit and comparison.current else "–"
 
 
-def natural(comparison: BenchmarkComparison) -> str:
-    """The natural-unit figure, '12.3 GB/s (baseline 12.1 GB/s)', or '' when the benchmark reports none."""
+def role(comparison: BenchmarkComparison) -> str:
+    """The role cell: 'entry', 'limit' or 'peer'."""
+    return comparison.role
+
+
+def stop(comparison: BenchmarkComparison) -> str:
+    """Why the A/B rounds ended: 'precision' (the CI got narrow enough), 'budget' (time ran out first), '–'."""
+    return comparison.stop or "–"
+
+
+def detectable(comparison: BenchmarkComparison) -> str:
+    """The smallest change the A/B run could have flagged, '±3.0%', or '–'."""
+    if comparison.detectable is None or not math.isfinite(comparison.detectable):
+        return "–" if comparison.detectable is None else "none (too few pairs)"
+    return f"±{comparison.detectable * 100:.1f}%"
+
+
+def drift(comparison: BenchmarkComparison) -> str:
+    """'crept up x1.18 (x limit) over 7 runs, <first> .. <last>', or ''."""
+    d = comparison.drift
+    if d is None:
+        return ""
+    return (f"crept up x{d.ratio:.3f} ({d.measure}) over {d.runs} runs, {d.first_at:%Y-%m-%d %H:%M} ({d.first}) .. "
+            f"{d.last_at:%Y-%m-%d %H:%M} ({d.last})")
+
+
+def natural(comparison: BenchmarkComparison, other: str = "baseline") -> str:
+    """The natural-unit figure, '12.3 GB/s (baseline 12.1 GB/s)', or '' when the benchmark reports none; ``other``
+    names the compared side ('A' in A/B mode)."""
     now = natural_figure(comparison.current.extra_info) if comparison.current else None
     before = natural_figure(comparison.baseline.extra_info) if comparison.baseline else None
     if now is None and before is None:
         return ""
-    return (now or "–") + (f" (baseline {before})" if before is not None else "")
+    return (now or "–") + (f" ({other} {before})" if before is not None else "")
 
 
 def group_figures(result: ComparisonResult) -> list[tuple[str, str, str, str]]:
@@ -156,16 +212,22 @@ def group_figures(result: ComparisonResult) -> list[tuple[str, str, str, str]]:
     }
     rows = [c for c in result.comparisons if c.current and c.record.group in shown]
     rows.sort(key=lambda c: (str(c.record.group), not c.is_limit, c.fullname))
-    return [(str(c.record.group), c.fullname, natural(c) or "–", x_limit(c)) for c in rows]
+    other = other_side(result)
+    return [(str(c.record.group), c.fullname, natural(c, other) or "–", x_limit(c)) for c in rows]
 
 
-def figures(comparison: BenchmarkComparison) -> str:
+def other_side(result: ComparisonResult) -> str:
+    """What the reports call the compared run: 'A' (the git ref) in A/B mode, else 'baseline'."""
+    return "A" if result.mode == MODE_AB else "baseline"
+
+
+def figures(comparison: BenchmarkComparison, other: str = "baseline") -> str:
     """The natural-unit figure (see ``natural``), then the other numeric ``extra_info`` entries, 'name=current
     (baseline)'; for those the keys are the units by convention, and a key named like the natural figure's unit is
     left out (it repeats the figure)."""
     now = _numeric(comparison.current.extra_info) if comparison.current else {}
     before = _numeric(comparison.baseline.extra_info) if comparison.baseline else {}
-    parts = [natural(comparison)] if natural(comparison) else []
+    parts = [natural(comparison, other)] if natural(comparison) else []
     for record in (comparison.current, comparison.baseline):
         if record is not None and natural_figure(record.extra_info):  # a key named by the unit repeats the figure
             now.pop(str(record.extra_info[UNIT_KEY]), None)
@@ -173,7 +235,7 @@ def figures(comparison: BenchmarkComparison) -> str:
     for key in sorted(set(now) | set(before)):
         text = f"{key}={_num(now[key])}" if key in now else f"{key}=–"
         if key in before:
-            text += f" (baseline {_num(before[key])})"
+            text += f" ({other} {_num(before[key])})"
         parts.append(text)
     if comparison.higher_is_better:
         parts.append("higher is better (verdict on time)")
@@ -233,3 +295,51 @@ def _as_float(value: float) -> float:
 
 def _num(value: float) -> str:
     return f"{value:.4g}"
+
+
+def table(key: str, comparisons: Sequence[BenchmarkComparison],
+          result: ComparisonResult) -> tuple[list[str], list[list[str]], frozenset[int]]:
+    """(header, rows, indexes of numeric columns) of one section's table, as plain text for every renderer."""
+    other = other_side(result)
+
+    def notes(c: BenchmarkComparison) -> str:
+        return _notes(c, other)
+
+    if key == "new":
+        columns = [("benchmark", False, _name), ("role", False, role),
+                   ("current median", True, lambda c: seconds(c.record.median)),
+                   ("rounds", True, lambda c: str(c.record.rounds))]
+        if result.has_limits:
+            columns.append(("x limit", True, x_limit))
+        columns.append(("figures", False, lambda c: figures(c, other)))
+    elif key == "missing":
+        columns = [("benchmark", False, _name), ("role", False, role),
+                   ("baseline median", True, lambda c: seconds(c.record.median)),
+                   ("rounds", True, lambda c: str(c.record.rounds))]
+    elif result.mode == MODE_AB:
+        columns = [("benchmark", False, _name), ("role", False, role),
+                   ("A median", True, lambda c: seconds(c.baseline.median if c.baseline else None)),
+                   ("B median", True, lambda c: seconds(c.current.median if c.current else None)),
+                   ("ratio B/A", True, lambda c: ratio(c.ratio)), ("CI", False, lambda c: interval(c.ci)),
+                   ("p-value", True, lambda c: p_value(c.p_value)), ("pairs", True, lambda c: str(c.pairs or "–")),
+                   ("detectable", True, detectable), ("stop", False, stop), ("notes", False, notes)]
+    else:
+        columns = [("benchmark", False, _name), ("role", False, role),
+                   ("baseline median", True, lambda c: seconds(c.baseline.median if c.baseline else None)),
+                   ("current median", True, lambda c: seconds(c.current.median if c.current else None)),
+                   ("ratio", True, lambda c: ratio(c.ratio)), ("CI", False, lambda c: interval(c.ci)),
+                   ("p-value", True, lambda c: p_value(c.p_value))]
+        if result.has_limits:
+            columns += [("x limit", True, x_limit), (NORMALIZED_HEAD, False, normalized)]
+        columns += [("threshold", True, lambda c: percent(c.threshold)), ("notes", False, notes)]
+    head = [name for name, _, _ in columns]
+    rows = [[cell(c) for _, _, cell in columns] for c in comparisons]
+    return head, rows, frozenset(i for i, (_, numeric, _) in enumerate(columns) if numeric)
+
+
+def _name(comparison: BenchmarkComparison) -> str:
+    return comparison.fullname
+
+
+def _notes(comparison: BenchmarkComparison, other: str) -> str:
+    return "; ".join(text for text in (drift(comparison), figures(comparison, other), comparison.note or "") if text)

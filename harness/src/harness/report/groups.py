@@ -1,33 +1,49 @@
-"""Benchmark groups that hold a practical-limit entry, and the natural-unit figure each benchmark reports.
+"""Roles, the practical limit of each benchmark group, "x limit", and the natural-unit figure of each benchmark.
 
-Convention of the harness benchmarks (``extra_info`` keys): LIMIT_KEY (``"limit"``: ``True`` on an entry that measures
-the practical limit, e.g. a numpy memcpy of the same size, and shares its pytest-benchmark ``group`` with the device
-entries it bounds), VALUE_KEY and UNIT_KEY (``"value"``/``"unit"``: the benchmark's figure in its natural unit, e.g.
-``12.3`` ``"GB/s"``).
+The keys are those of ``harness.bench_schema``. A limit shares its pytest-benchmark ``group`` with the entries it
+bounds. An entry's "x limit" is how many times slower than its limit it ran:
 
-The "x limit" of a device entry is its median time divided by the median time of its group's limit entry in the same
-run: 1.8 means 1.8 times slower than the practical limit. Should a group hold several limit entries, the fastest one
-(smallest median) is the limit, since it is the best that was shown achievable.
+- paired (the entry's record carries PAIRED_LIMIT_KEY, as the paired runner writes): the median over rounds of
+  ``entry round / the limit round taken right beside it``, a same-moment ratio;
+- otherwise (runs of plain ``pytest --benchmark-json``): its median divided by the median of its group's limit in the
+  same run, measured at another moment, so machine load between the two moves it (the report says which it is).
+
+Should a group hold several limits, the fastest one (smallest median) is the limit of the unpaired ratio, since it is
+the best that was shown achievable.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from harness.bench_schema import ENTRY, LIMIT, UNIT_KEY, VALUE_KEY, finite_float, role_of
 from harness.report.load import BenchmarkRecord, BenchmarkRun
-from harness.threshold import finite_float
 
-__all__ = ["LIMIT_KEY", "UNIT_KEY", "VALUE_KEY", "group_limits", "is_limit", "limit_ratios", "natural_figure"]
+__all__ = ["XLimit", "group_limits", "is_limit", "natural_figure", "role", "x_limits"]
 
-LIMIT_KEY = "limit"
-VALUE_KEY = "value"
-UNIT_KEY = "unit"
+
+@dataclass(frozen=True)
+class XLimit:
+    """An entry's "x limit": ``ratio`` (entry / limit time), ``limit`` (the limit's fullname) and ``paired`` (True
+    when from rounds taken side by side)."""
+
+    ratio: float
+    limit: str
+    paired: bool
+
+
+def role(record: BenchmarkRecord) -> str:
+    """The record's role: ENTRY, LIMIT or PEER (``harness.bench_schema.role_of``)."""
+    return role_of(record.extra_info)
 
 
 def is_limit(record: BenchmarkRecord) -> bool:
-    """True when ``record`` is a practical-limit entry (``extra_info['limit']`` is the JSON ``true``)."""
-    return record.extra_info.get(LIMIT_KEY) is True
+    """True when ``record`` is a practical-limit entry."""
+    return role(record) == LIMIT
 
 
 def group_limits(run: BenchmarkRun) -> dict[str, BenchmarkRecord]:
@@ -42,15 +58,21 @@ def group_limits(run: BenchmarkRun) -> dict[str, BenchmarkRecord]:
     return limits
 
 
-def limit_ratios(run: BenchmarkRun) -> dict[str, float]:
-    """fullname -> median / (median of its group's limit entry), for every non-limit benchmark of ``run`` whose group
-    holds a limit entry; benchmarks without a group are never bounded. Both medians are seconds from the same run."""
+def x_limits(run: BenchmarkRun) -> dict[str, XLimit]:
+    """fullname -> XLimit for every entry of ``run`` that was paired with a limit or whose group holds one. Peers and
+    limits have none (a peer's size need not be the entries' size)."""
     limits = group_limits(run)
-    return {
-        name: record.median / limits[record.group].median
-        for name, record in run.benchmarks.items()
-        if record.group in limits and not is_limit(record)
-    }
+    found = {}
+    for name, record in run.benchmarks.items():
+        if role(record) != ENTRY:
+            continue
+        if record.paired_limit is not None and record.paired_limit_data is not None and record.data is not None:
+            ratio = float(np.exp(np.median(np.log(record.data / record.paired_limit_data))))
+            found[name] = XLimit(ratio, record.paired_limit, True)
+        elif record.group in limits:
+            limit = limits[record.group]
+            found[name] = XLimit(record.median / limit.median, limit.fullname, False)
+    return found
 
 
 def natural_figure(extra_info: Mapping[str, Any]) -> str | None:
@@ -62,3 +84,4 @@ def natural_figure(extra_info: Mapping[str, Any]) -> str | None:
     number = finite_float(value)
     text = f"{number:.4g}" if number is not None else str(value)
     return f"{text} {extra_info[UNIT_KEY]}"
+

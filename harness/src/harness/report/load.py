@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.bench_schema import PAIRED_LIMIT_KEY, RUN_KEY, finite_float
 from harness.report.errors import ReportInputError
-from harness.threshold import finite_float
 
 SUPPORTED_MAJORS = (4, 5)
 # Plausible seconds per iteration. Outside them a file is corrupt or hand-made: no call takes less than a picosecond
@@ -39,7 +39,11 @@ _REQUIRED_STATS = ("median", "mean", "stddev", "min", "max", "rounds")
 
 @dataclass(frozen=True)
 class BenchmarkRecord:
-    """One benchmark of one run. Times are seconds per iteration; ``data`` holds per-round times (or None)."""
+    """One benchmark of one run. Times are seconds per iteration; ``data`` holds per-round times (or None).
+
+    ``paired_limit``/``paired_limit_data``: the limit this entry was timed beside and that limit's round times, one
+    per round of ``data`` and taken right next to it (``extra_info[PAIRED_LIMIT_KEY]``), or None.
+    """
 
     fullname: str
     name: str
@@ -56,11 +60,15 @@ class BenchmarkRecord:
     q1: float | None
     q3: float | None
     data: np.ndarray | None = field(default=None, compare=False, repr=False)
+    paired_limit: str | None = None
+    paired_limit_data: np.ndarray | None = field(default=None, compare=False, repr=False)
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class BenchmarkRun:
-    """One pytest-benchmark file: metadata plus benchmarks keyed by ``fullname`` (in file order)."""
+    """One pytest-benchmark file: metadata plus benchmarks keyed by ``fullname`` (in file order); ``harness``: the
+    paired runner's RUN_KEY object (mode, A/B side and pairing id; ``harness.bench_schema``), {} for other files."""
 
     source: str
     machine_info: Mapping[str, Any]
@@ -68,6 +76,7 @@ class BenchmarkRun:
     datetime: datetime
     version: str
     benchmarks: Mapping[str, BenchmarkRecord]
+    harness: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def major_version(self) -> int:
@@ -138,6 +147,9 @@ def parse_run(doc: Mapping[str, Any], source: str) -> BenchmarkRun:
         if record.fullname in benchmarks:
             raise ReportInputError(f"{source}: benchmark {record.fullname!r} appears twice; fullnames must be unique")
         benchmarks[record.fullname] = record
+    harness = doc.get(RUN_KEY) or {}
+    if not isinstance(harness, Mapping):
+        raise ReportInputError(f"{source}: '{RUN_KEY}' must be an object, got {type(harness).__name__}")
     return BenchmarkRun(
         source=source,
         machine_info=doc["machine_info"],
@@ -145,6 +157,7 @@ def parse_run(doc: Mapping[str, Any], source: str) -> BenchmarkRun:
         datetime=_parse_datetime(doc["datetime"], source),
         version=version,
         benchmarks=benchmarks,
+        harness=harness,
     )
 
 
@@ -196,6 +209,7 @@ def _parse_benchmark(entry: object, where: str) -> BenchmarkRecord:
     data = _parse_data(stats.get("data"), where)
     if data is not None and data.size != rounds:
         raise ReportInputError(f"{where}: stats.data holds {data.size} round times but stats.rounds is {rounds}")
+    paired_limit, paired_data = _parse_paired_limit(extra_info.get(PAIRED_LIMIT_KEY), rounds, where)
     return BenchmarkRecord(
         fullname=fullname,
         name=name,
@@ -212,6 +226,9 @@ def _parse_benchmark(entry: object, where: str) -> BenchmarkRecord:
         q1=_optional_time(stats, "q1", where),
         q3=_optional_time(stats, "q3", where),
         data=data,
+        paired_limit=paired_limit,
+        paired_limit_data=paired_data,
+        options=entry["options"] if isinstance(entry.get("options"), Mapping) else {},
     )
 
 
@@ -250,3 +267,19 @@ def _parse_data(data: object, where: str) -> np.ndarray | None:
     if top > MAX_SECONDS or median < MIN_SECONDS:
         raise ReportInputError(f"{where}: stats.data (median {median!r} s, max {top!r} s) is not plausible {_PLAUSIBLE}")
     return values
+
+
+def _parse_paired_limit(value: object, rounds: int, where: str) -> tuple[str | None, np.ndarray | None]:
+    """(limit fullname, its round times) of ``extra_info[PAIRED_LIMIT_KEY]``, or (None, None) when absent."""
+    if value is None:
+        return None, None
+    key = f"extra_info.{PAIRED_LIMIT_KEY}"
+    if not isinstance(value, Mapping) or not isinstance(value.get("fullname"), str) or "data" not in value:
+        raise ReportInputError(f"{where}: {key} must be an object with 'fullname' (a string) and 'data'")
+    data = _parse_data(value["data"], f"{where}: {key}")
+    if data is None or data.size != rounds:
+        size = 0 if data is None else data.size
+        raise ReportInputError(f"{where}: {key}.data holds {size} round times but stats.rounds is {rounds}")
+    if not np.all(data > 0):
+        raise ReportInputError(f"{where}: {key}.data holds a round of 0 s; its ratio to the entry is undefined")
+    return value["fullname"], data

@@ -7,11 +7,10 @@ from collections.abc import Sequence
 from html import escape
 
 from harness.report import formatting as fmt
-from harness.report.compare import VERDICT_ORDER, BenchmarkComparison, ComparisonResult
+from harness.report.compare import BenchmarkComparison, ComparisonResult
 from harness.report.history import median_series
 from harness.report.load import BenchmarkRun
 from harness.report.plots import benchmark_figure
-from harness.report.stats import Verdict
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
@@ -20,28 +19,29 @@ th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; font-s
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .warning { background: #fff3cd; border: 1px solid #e0b400; padding: 0.6em; margin: 0.5em 0; }
 .note { background: #e8f1fb; border: 1px solid #6a9fd8; padding: 0.6em; margin: 0.5em 0; }
-.regressed { color: #b00020; } .improved { color: #1b7f2a; }
+.regressed, .drifted { color: #b00020; } .improved { color: #1b7f2a; }
 figure { margin: 1em 0 2em; } figcaption { font-family: monospace; margin-bottom: 0.3em; }
 """
 
 
 def render_html(result: ComparisonResult, history: Sequence[BenchmarkRun]) -> str:
     """The whole report as one HTML document; ``history`` (oldest first) feeds the trend plots."""
+    mode = "A/B" if result.mode == "ab" else "stored baseline"
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8"/><title>Benchmark report</title>',
         f"<style>{_STYLE}</style></head><body>",
-        f"<h1>Benchmark report: {escape(fmt.headline(result))}</h1>",
+        f"<h1>Benchmark report ({mode}): {escape(fmt.headline(result))}</h1>",
         *(f'<p class="warning"><strong>Warning:</strong> {escape(w)}</p>' for w in result.warnings),
         *(f'<p class="note"><strong>Note:</strong> {escape(n)}</p>' for n in result.notes),
         _summary(result, len(history)),
         _runs(result),
     ]
-    for verdict in VERDICT_ORDER:
-        group = result.of(verdict)
-        if group:
-            parts.append(f'<h2 class="{verdict.value}">{verdict.value.capitalize()} ({len(group)})</h2>')
-            parts.append(_table(verdict, group, result.has_limits))
+    for section in result.sections:
+        if section.comparisons:
+            parts.append(f'<h2 class="{section.key}">{escape(section.title)} ({len(section.comparisons)})</h2>')
+            head, rows, numeric = fmt.table(section.key, section.comparisons, result)
+            parts.append("<table>" + _row(head, tag="th") + "".join(_row(r, numeric) for r in rows) + "</table>")
     parts.append(_group_figures(result))
     parts.append("<h2>Plots</h2>")
     parts += [_figure(c, history, result.current) for c in result.comparisons]
@@ -61,8 +61,8 @@ def _summary(result: ComparisonResult, history_runs: int) -> str:
     counts = result.counts()
     return (
         "<table>"
-        + _row([v.value for v in VERDICT_ORDER], tag="th")
-        + _row([str(counts[v]) for v in VERDICT_ORDER], frozenset(range(len(VERDICT_ORDER))))
+        + _row([fmt.SECTION_SHORT[key] for key in counts], tag="th")
+        + _row([str(n) for n in counts.values()], frozenset(range(len(counts))))
         + "</table>"
         + f"<p>{escape(fmt.method(result, history_runs))}</p>"
     )
@@ -70,38 +70,12 @@ def _summary(result: ComparisonResult, history_runs: int) -> str:
 
 def _runs(result: ComparisonResult) -> str:
     rows = fmt.run_rows(result)
+    now, before = ("B (working tree)", "A (git ref)") if result.mode == "ab" else ("current", "baseline")
     if result.baseline is None:
-        head, body = ["", "current"], [_row([label, now]) for label, now, _ in rows]
+        head, body = ["", now], [_row([label, a]) for label, a, _ in rows]
     else:
-        head, body = ["", "current", "baseline"], [_row(list(r)) for r in rows]
+        head, body = ["", now, before], [_row(list(r)) for r in rows]
     return "<h2>Runs</h2><table>" + _row(head, tag="th") + "".join(body) + "</table>"
-
-
-def _table(verdict: Verdict, group: list[BenchmarkComparison], limits: bool) -> str:
-    at: int | None
-    if verdict is Verdict.NEW:
-        head = ["benchmark", "current median", "rounds", "figures"]
-        rows = [[c.fullname, fmt.seconds(c.record.median), str(c.record.rounds), fmt.figures(c)] for c in group]
-        numeric, at = {1, 2}, 3
-    elif verdict is Verdict.MISSING:
-        head = ["benchmark", "baseline median", "rounds"]
-        rows = [[c.fullname, fmt.seconds(c.record.median), str(c.record.rounds)] for c in group]
-        numeric, at = {1, 2}, None  # nothing current to relate to a limit
-    else:
-        head = ["benchmark", "baseline median", "current median", "ratio", "CI", "p-value", "threshold", "notes"]
-        rows = [_compared_cells(c) for c in group]
-        numeric, at = {1, 2, 3, 5, 6}, 4
-        if limits:  # the limit-normalized ratio beside the raw one's CI
-            head.insert(5, fmt.NORMALIZED_HEAD)
-            numeric = {i + (i >= 5) for i in numeric}
-            for row, c in zip(rows, group):
-                row.insert(5, fmt.normalized(c))
-    if limits and at is not None:
-        head.insert(at, "x limit")
-        numeric = {i + (i >= at) for i in numeric} | {at}
-        for row, c in zip(rows, group):
-            row.insert(at, fmt.x_limit(c))
-    return "<table>" + _row(head, tag="th") + "".join(_row(r, frozenset(numeric)) for r in rows) + "</table>"
 
 
 def _group_figures(result: ComparisonResult) -> str:
@@ -113,25 +87,11 @@ def _group_figures(result: ComparisonResult) -> str:
     return f"<h2>Figures by group</h2><p>{escape(fmt.X_LIMIT_LEGEND)}.</p><table>{head}{rows}</table>"
 
 
-def _compared_cells(c: BenchmarkComparison) -> list[str]:
-    notes = "; ".join(text for text in (fmt.figures(c), c.note or "") if text)
-    return [
-        c.fullname,
-        fmt.seconds(c.baseline.median if c.baseline else None),
-        fmt.seconds(c.current.median if c.current else None),
-        fmt.ratio(c.ratio),
-        fmt.interval(c.ci),
-        fmt.p_value(c.p_value),
-        fmt.percent(c.threshold),
-        notes,
-    ]
-
-
 def _figure(c: BenchmarkComparison, history: Sequence[BenchmarkRun], current: BenchmarkRun) -> str:
     png = benchmark_figure(c, median_series(history, c.fullname), current.datetime)
     data = base64.b64encode(png).decode("ascii")
     name = escape(c.fullname)
     return (
-        f'<figure><figcaption class="{c.verdict.value}">{name} ({c.verdict.value})</figcaption>'
+        f'<figure><figcaption class="{c.verdict.value}">{name} ({c.verdict.value}, {c.role})</figcaption>'
         f'<img alt="plot of {name}" src="data:image/png;base64,{data}"/></figure>'
     )

@@ -1,17 +1,18 @@
-"""The machine-readable report (``report.json``, schema_version 2).
+"""The machine-readable report (``report.json``, schema_version 3).
 
-Top level: ``schema_version``, ``failed`` (bool: a benchmark other than a limit entry regressed), ``limits_moved``
-(fullnames of the limit entries judged regressed or improved, which never fail the run),
-``threshold``/``alpha``/``confidence``, ``warnings`` and ``notes`` (lists of str), ``counts`` (verdict -> int),
-``current``/``baseline`` (source, datetime, pytest_benchmark_version, commit_info, machine:
-node/cpu/machine/machine_id/system/release/python_version/runtime; ``baseline`` is null when there is none),
-``history_runs`` and ``benchmarks``: one object per benchmark with fullname, name, group, verdict, threshold, ratio,
-ci ([low, high] or null), p_value (null when not computable; so is any non-finite number), test, note,
-higher_is_better, limit (bool: a practical-limit entry), x_limit (median / its group's limit median in the current
-run, or null), normalized_ratio/normalized_ci/normalized_p_value (the limit-normalized comparison, or null),
-limit_ratio (current / baseline median of the group's limit, or null), fails (bool: this benchmark fails the run) and
-``current``/``baseline`` summaries (seconds) or null. Version 2 added limits_moved, the normalized fields, limit_ratio
-and fails, and ``failed`` no longer counts limit entries.
+Top level: ``schema_version``, ``mode`` ("ab" or "stored"), ``failed`` (bool: an entry regressed or drifted),
+``failing`` (their fullnames), ``counts`` (section key -> int: regressed, drifted, improved, moved (limits and peers
+that moved, never failing), unchanged, new, missing; every benchmark in exactly one, the same numbers every other
+output prints), ``threshold``/``min_effect``/``alpha``/``confidence``, ``warnings`` and ``notes`` (lists of str),
+``current``/``baseline`` (source, datetime, pytest_benchmark_version, commit_info, harness (the runner's run info),
+machine: node/cpu/machine/machine_id/system/release/python_version/runtime; ``baseline`` is null when there is none),
+``history_runs`` and ``benchmarks``: one object per benchmark with fullname, name, group, role, section, verdict,
+fails, threshold, ratio, ci ([low, high] or null), p_value (null when not computable; so is any non-finite number),
+test, note, higher_is_better, x_limit ({ratio, limit, paired} or null), normalized_ratio/normalized_ci/
+normalized_p_value/normalized_paired and limit_ratio (stored mode's limit-normalized comparison, or null), pairs,
+stop and detectable (A/B mode, or null), drift ({ratio, runs, first, last, first_at, last_at, measure} or null), and
+``current``/``baseline`` summaries (seconds) or null. Version 3 added mode, roles, sections, A/B and drift fields;
+the limit flag became ``role``, ``limits_moved`` became the ``moved`` section.
 """
 
 from __future__ import annotations
@@ -23,9 +24,8 @@ from typing import Any
 from harness.report.compare import BenchmarkComparison, ComparisonResult
 from harness.report.load import BenchmarkRecord, BenchmarkRun
 from harness.report.machine import machine_fields, machine_id
-from harness.report.stats import Verdict
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def render_json(result: ComparisonResult, history_runs: int) -> str:
@@ -33,18 +33,20 @@ def render_json(result: ComparisonResult, history_runs: int) -> str:
     and machine facts copied from the input files, which pytest-benchmark writes with NaN allowed)."""
     doc = {
         "schema_version": SCHEMA_VERSION,
+        "mode": result.mode,
         "failed": result.failed,
-        "limits_moved": [c.fullname for c in result.limit_moves],
+        "failing": [c.fullname for c in result.failing],
+        "counts": result.counts(),
         "threshold": result.threshold,
+        "min_effect": result.min_effect,
         "alpha": result.alpha,
         "confidence": result.confidence,
         "warnings": list(result.warnings),
         "notes": list(result.notes),
-        "counts": {verdict.value: count for verdict, count in result.counts().items()},
         "current": _run(result.current),
         "baseline": _run(result.baseline) if result.baseline is not None else None,
         "history_runs": history_runs,
-        "benchmarks": [_benchmark(c) for c in result.comparisons],
+        "benchmarks": [_benchmark(section.key, c) for section in result.sections for c in section.comparisons],
     }
     return json.dumps(_strict(doc), indent=2, allow_nan=False) + "\n"
 
@@ -64,33 +66,46 @@ def _run(run: BenchmarkRun) -> dict[str, Any]:
         "datetime": run.datetime.isoformat(),
         "pytest_benchmark_version": run.version,
         "commit_info": dict(run.commit_info),
+        "harness": dict(run.harness),
         "machine": machine,
     }
 
 
-def _benchmark(c: BenchmarkComparison) -> dict[str, Any]:
+def _benchmark(section: str, c: BenchmarkComparison) -> dict[str, Any]:
+    x, d = c.x_limit, c.drift
     return {
         "fullname": c.fullname,
         "name": c.record.name,
         "group": c.record.group,
+        "role": c.role,
+        "section": section,
         "verdict": c.verdict.value,
+        "fails": c.fails,
         "threshold": c.threshold,
         "ratio": _finite(c.ratio),
-        "ci": [_finite(c.ci[0]), _finite(c.ci[1])] if c.ci else None,
+        "ci": _pair(c.ci),
         "p_value": _finite(c.p_value),
         "test": c.test,
         "note": c.note,
         "higher_is_better": c.higher_is_better,
-        "limit": c.is_limit,
-        "x_limit": _finite(c.x_limit),
+        "x_limit": {"ratio": _finite(x.ratio), "limit": x.limit, "paired": x.paired} if x else None,
         "normalized_ratio": _finite(c.normalized_ratio),
-        "normalized_ci": [_finite(c.normalized_ci[0]), _finite(c.normalized_ci[1])] if c.normalized_ci else None,
+        "normalized_ci": _pair(c.normalized_ci),
         "normalized_p_value": _finite(c.normalized_p_value),
+        "normalized_paired": c.normalized_paired,
         "limit_ratio": _finite(c.limit_ratio),
-        "fails": c.verdict is Verdict.REGRESSED and not c.is_limit,
+        "pairs": c.pairs,
+        "stop": c.stop,
+        "detectable": _finite(c.detectable),
+        "drift": {"ratio": d.ratio, "runs": d.runs, "first": d.first, "last": d.last, "first_at": d.first_at.isoformat(),
+                  "last_at": d.last_at.isoformat(), "measure": d.measure} if d else None,
         "current": _record(c.current),
         "baseline": _record(c.baseline),
     }
+
+
+def _pair(bounds: tuple[float, float] | None) -> list[float | None] | None:
+    return [_finite(bounds[0]), _finite(bounds[1])] if bounds else None
 
 
 def _strict(value: Any) -> Any:

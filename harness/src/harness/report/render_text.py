@@ -3,31 +3,37 @@
 from __future__ import annotations
 
 from harness.report import formatting as fmt
-from harness.report.compare import VERDICT_ORDER, ComparisonResult
-from harness.report.stats import Verdict
+from harness.report.compare import BenchmarkComparison, ComparisonResult
 
 
 def render_text(result: ComparisonResult) -> str:
-    """Warnings, notes, one status line with the counts (and how many limit entries moved), one line per regressed or
-    improved benchmark (a limit entry labelled LIMIT, with its note; a device entry with its ratio relative to the
-    limit), then the natural-unit figures of each group with a practical-limit entry or figures (and each entry's
-    'x limit')."""
-    counts = result.counts()
+    """Warnings, notes, one status line with every section's count, one line per benchmark that fails the run or
+    moved (regressed, drifted, improved; limits and peers labelled by role), then the natural-unit figures of each
+    group with a practical limit or figures (and each entry's 'x limit')."""
     lines = [f"WARNING: {w}" for w in result.warnings] + [f"NOTE: {n}" for n in result.notes]
     status = "NO BASELINE" if result.baseline is None else "FAIL" if result.failed else "PASS"
-    summary = ", ".join(f"{counts[v]} {v.value}" for v in VERDICT_ORDER)
-    lines.append(f"benchmark report: {status}: {summary}{fmt.limit_moves(result)}")
-    for c in result.of(Verdict.REGRESSED) + result.of(Verdict.IMPROVED):
-        limit = f", {fmt.x_limit(c)} limit" if c.x_limit is not None else ""
-        vs_limit = f" vs limit {fmt.normalized(c)}" if c.normalized_ratio is not None else ""
-        label = "LIMIT" if c.is_limit else c.verdict.value.upper()
-        lines.append(
-            f"  {label:9} {c.fullname}  {fmt.ratio(c.ratio)} CI {fmt.interval(c.ci)}{vs_limit} "
-            f"p={fmt.p_value(c.p_value)} (threshold {fmt.percent(c.threshold)}{limit})"
-            + (f": {c.note}" if c.is_limit and c.note else "")
-        )
+    lines.append(f"benchmark report ({'A/B' if result.mode == 'ab' else 'stored baseline'}): {status}: "
+                 f"{fmt.summary(result)}")
+    for section in result.sections:
+        if section.key not in ("regressed", "drifted", "improved", "moved"):
+            continue
+        for c in section.comparisons:
+            label = (c.role if section.key == "moved" else section.key).upper()
+            lines.append(f"  {label:9} {c.fullname}  {_numbers(result, c)}")
     lines += _group_figures(result)
     return "\n".join(lines)
+
+
+def _numbers(result: ComparisonResult, c: BenchmarkComparison) -> str:
+    if result.mode == "ab":
+        text = (f"{fmt.ratio(c.ratio)} CI {fmt.interval(c.ci)} p={fmt.p_value(c.p_value)} ({c.pairs} pairs, "
+                f"detectable {fmt.detectable(c)})")
+    else:
+        vs_limit = f" vs limit {fmt.normalized(c)}" if c.normalized_ratio is not None else ""
+        text = (f"{fmt.ratio(c.ratio)} CI {fmt.interval(c.ci)}{vs_limit} p={fmt.p_value(c.p_value)} "
+                f"(threshold {fmt.percent(c.threshold)})")
+    extra = fmt.drift(c) or (c.note if c.role != "entry" and c.note else "")
+    return text + (f": {extra}" if extra else "")
 
 
 def _group_figures(result: ComparisonResult) -> list[str]:
@@ -36,7 +42,8 @@ def _group_figures(result: ComparisonResult) -> list[str]:
         return []
     name_width = max(len(name) for _, name, _, _ in rows)
     figure_width = max(len(figure) for _, _, figure, _ in rows)
-    legend = " (x limit = median time / the limit's median time, same group and run)" if result.has_limits else ""
+    legend = " (x limit = entry time / its limit's time, rounds side by side; * = limit timed apart)" \
+        if result.has_limits else ""
     lines = [f"figures by group{legend}:"]
     previous = None
     for group, name, figure, x in rows:

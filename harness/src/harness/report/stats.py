@@ -10,9 +10,11 @@ Rule of one comparison (``decide``; time, lower is better; ``t`` is the benchmar
   and keeps a verdict from resting on a median that a resample of the same rounds could put on the other side of 1
   (a rank test can reject while the CI of the medians' ratio, e.g. [0.74, 1.42], still holds 1).
 
-A benchmark whose group holds a practical-limit entry (``harness.report.groups``) gets a second comparison from
-``compare_normalized``: each round's time divided by the median of the limit entry of the same run, so a change of the
-whole machine (load, frequency, memory bandwidth), which moves the limit as much as the benchmark, cancels out.
+An entry whose group holds a practical limit (``harness.report.groups``) gets a second comparison, normalized by its
+limit, so a change of the whole machine (load, frequency, memory bandwidth), which moves the limit as much as the
+entry, cancels out: ``compare_samples`` on the per-round ratios entry / paired limit round when both runs timed the
+entry beside its limit (the paired runner), else ``compare_normalized``: each round divided by the median of the
+limit in the same run (measured at another moment, so it cancels only a change that lasted the whole run).
 ``harness.report.compare`` asks both comparisons to agree (see there).
 
 Test: with per-round data on both sides, the two-sided Mann-Whitney U test (``scipy.stats.mannwhitneyu``) on the
@@ -26,12 +28,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import Enum
 
 import numpy as np
 from scipy import stats as sps
 
 from harness.report.load import BenchmarkRecord
+from harness.report.verdict import Verdict
 
 MANN_WHITNEY = "mann-whitney-u"
 WELCH_SUMMARY = "welch-t-summary"
@@ -39,16 +41,6 @@ WELCH_SUMMARY = "welch-t-summary"
 _BOOTSTRAP_CHUNK_ELEMENTS = 4_000_000
 # Above this many rounds, bootstrap medians come from their exact order-statistic distribution (see bootstrap_medians).
 DIRECT_RESAMPLE_LIMIT = 5000
-
-
-class Verdict(str, Enum):
-    """The outcome for one benchmark (keyed by fullname) in current vs baseline."""
-
-    REGRESSED = "regressed"
-    IMPROVED = "improved"
-    UNCHANGED = "unchanged"
-    NEW = "new"
-    MISSING = "missing"
 
 
 @dataclass(frozen=True)
@@ -83,23 +75,36 @@ def compare_records(
     ``threshold`` is a fraction > 0, ``alpha`` the test level in (0, 1), ``confidence`` the CI level in (0, 1),
     ``n_resamples`` the number of bootstrap resamples, ``rng`` the generator they are drawn from.
     """
-    note = None
     if current.data is not None and baseline.data is not None and min(current.data.size, baseline.data.size) >= 2:
-        test = MANN_WHITNEY
-        p_value = float(sps.mannwhitneyu(current.data, baseline.data, alternative="two-sided").pvalue)
-        ratio = float(np.median(current.data) / np.median(baseline.data))
-        ci: tuple[float, float] | None = bootstrap_ratio_ci(
-            current.data, baseline.data, confidence=confidence, n_resamples=n_resamples, rng=rng
-        )
-    else:
-        test, ci = WELCH_SUMMARY, None
-        ratio = current.median / baseline.median
-        p_value = welch_p_value(current, baseline)
-        note = "per-round data missing on one or both sides: Welch t-test on summary stats (weaker)"
+        return compare_samples(current.data, baseline.data, threshold=threshold, alpha=alpha, confidence=confidence,
+                               n_resamples=n_resamples, rng=rng)
+    ratio = current.median / baseline.median
+    p_value = welch_p_value(current, baseline)
+    note = "per-round data missing on one or both sides: Welch t-test on summary stats (weaker)"
     if math.isnan(p_value):
         note = "too few rounds or no spread: significance cannot be tested"
+    verdict = decide(ratio, None, p_value, threshold=threshold, alpha=alpha)
+    return SampleComparison(verdict=verdict, ratio=ratio, ci=None, p_value=p_value, test=WELCH_SUMMARY, note=note)
+
+
+def compare_samples(
+    current: np.ndarray,
+    baseline: np.ndarray,
+    *,
+    threshold: float,
+    alpha: float,
+    confidence: float,
+    n_resamples: int,
+    rng: np.random.Generator,
+) -> SampleComparison:
+    """The module rule on two samples of per-round values (>= 2 each): Mann-Whitney U, ratio of medians, bootstrap
+    CI; the values are times, or per-round ratios of an entry to its paired limit."""
+    p_value = float(sps.mannwhitneyu(current, baseline, alternative="two-sided").pvalue)
+    ratio = float(np.median(current) / np.median(baseline))
+    ci = bootstrap_ratio_ci(current, baseline, confidence=confidence, n_resamples=n_resamples, rng=rng)
+    note = "too few rounds or no spread: significance cannot be tested" if math.isnan(p_value) else None
     verdict = decide(ratio, ci, p_value, threshold=threshold, alpha=alpha)
-    return SampleComparison(verdict=verdict, ratio=ratio, ci=ci, p_value=p_value, test=test, note=note)
+    return SampleComparison(verdict=verdict, ratio=ratio, ci=ci, p_value=p_value, test=MANN_WHITNEY, note=note)
 
 
 def decide(

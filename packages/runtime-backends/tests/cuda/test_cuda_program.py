@@ -18,6 +18,7 @@ from runtime_backends.cuda.ptx_info import PTXFormatError
 from runtime_backends.cuda.renderer_ptx import PTXRenderer
 from runtime_core.buffer import Buffer
 from runtime_core.compiler import CompileError
+from runtime_core.device import Device
 from runtime_core.dtype import dtypes
 from runtime_core.ir import KernelBuilder
 
@@ -172,6 +173,27 @@ def test_a_kernel_fault_surfaces_the_report_through_the_backends_error(cuda, cap
         cuda.synchronize()
     assert info.value.call == "cuStreamSynchronize"
     assert any("overrun" in r.getMessage() and "thread" in r.getMessage() for r in caplog.records)
+
+
+def test_after_a_fault_finalize_and_reopen_gives_a_working_device(cuda) -> None:
+    kb = KernelBuilder("overrun", (1,), (64,))
+    out = kb.buffer(dtypes.int32)
+    kb.store(out, kb.add(kb.global_id(0), 1 << 20), kb.global_id(0))
+    program(cuda, kb.build())(Buffer("CUDA", 64, dtypes.int32).allocate().opaque, global_size=(1,), local_size=(64,))
+    with pytest.raises(CUDAError, match="CUDA_ERROR_ILLEGAL_ADDRESS"):
+        cuda.synchronize()
+    with pytest.raises(CUDAError, match="CUDA_ERROR_ILLEGAL_ADDRESS"):  # sticky: the context stays unusable
+        Buffer("CUDA", 4, dtypes.float32).allocate()
+    with pytest.raises(CUDAError):  # finalize waits for the stream: the fault is reported again, and it closes anyway
+        cuda.finalize()
+    assert cuda.closed
+    fresh = Device["CUDA"]  # the registry opens a new device instead of handing out the finalized one
+    assert fresh is not cuda and not fresh.closed
+    a, b = _pair()
+    program(fresh, scale_kernel())(a.opaque, b.opaque, global_size=(4, 1, 1), local_size=(32, 1, 1), vals=(2, 5))
+    expected = np.full(128, 7, np.float32)
+    expected[:2] = np.arange(2) * 5 + np.arange(2)  # out[i] = a[i] * k + i for i < n, n=2, k=5
+    np.testing.assert_array_equal(b.numpy(), expected)
 
 
 def test_without_nvrtc_compiling_fails_clearly_and_given_ptx_still_runs(open_cuda, monkeypatch) -> None:

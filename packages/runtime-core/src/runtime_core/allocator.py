@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
+import numbers
 import os
 import sys
 from collections import defaultdict
@@ -72,9 +73,10 @@ class Allocator:
     copyout_orders = False
 
     def __init__(self, dev: Any = None) -> None:
-        if isinstance(dev, (int, float, str, bytes)):
-            raise TypeError(f"{type(self).__name__}(dev): dev is the device the allocator serves (a Compiled) or None, "
-                            f"got {dev!r}; pass sizes and options by keyword")
+        if isinstance(dev, (numbers.Number, str, bytes, type)):
+            raise TypeError(f"{type(self).__name__}(dev): dev is the device the allocator serves (a Compiled instance: "
+                            f"MyAllocator(self) in the device's __init__) or None, got {dev!r}; pass sizes and options "
+                            f"by keyword")
         self.dev = dev
 
     def alloc(self, size: int, spec: BufferSpec | None = None) -> Any:

@@ -7,6 +7,7 @@ import inspect
 import logging
 import os
 import re
+import threading
 from collections.abc import Callable, Iterator
 from importlib.metadata import entry_points
 from typing import Any, NamedTuple
@@ -40,6 +41,9 @@ class Compiled:
     """
 
     DEFAULT_PRIORITY: int | None = None
+    closed: bool = False
+    """True once :meth:`finalize` made the device unusable; ``Device[name]`` then opens a fresh one (a backend whose
+    finalize leaves it usable keeps this False)."""
 
     def __init__(self, device: str, allocator: Allocator, renderer: Renderer | None, compiler: Compiler | None,
                  runtime: Callable[..., Any] | None, graph: Any = None) -> None:
@@ -48,16 +52,21 @@ class Compiled:
 
     @classmethod
     def canonicalize(cls, name: str) -> str:
-        """The canonical spelling of ``name`` (its backend prefix already upper-case): ``"X:0"`` and ``"X:"`` -> ``"X"``,
-        ``"X:N"`` stays. Backends whose suffix is not an ordinal (a path, a session) override this."""
+        """The canonical spelling of ``name`` (its backend prefix already upper-case): ``"X:0"``, ``"X:00"`` and ``"X:"``
+        -> ``"X"``, ``"X:07"`` -> ``"X:7"`` (one name per ordinal, so one device object per device), any other suffix
+        stays. Backends whose suffix is not an ordinal (a path, a session) override this."""
         backend, sep, rest = name.partition(":")
+        if rest.isascii() and rest.isdigit():
+            rest = str(int(rest))
         return backend if not sep or rest in ("", "0") else f"{backend}:{rest}"
 
     def synchronize(self) -> None:
         """Wait until all work queued on the device has finished."""
 
     def finalize(self) -> None:
-        """Release device resources; the device object must not be used afterwards."""
+        """Release device resources; the device object must not be used afterwards. Overrides set :attr:`closed`
+        (as this one does), so that the registry opens a new device for the next lookup."""
+        self.closed = True
 
 
 class _Registered:
@@ -84,6 +93,8 @@ class _DeviceRegistry:
     def __init__(self) -> None:
         self._opened: dict[str, Compiled] = {}
         self._backends: dict[str, Any] | None = None
+        self._opening = threading.RLock()  # threads opening one device at once get one object (re-entrant: a backend
+        # may open another device while it opens)
 
     def backends(self) -> dict[str, Any]:
         """Backend name -> loader (an entry point, or a registered class's stand-in); ``.load()`` gives the class."""
@@ -163,17 +174,24 @@ class _DeviceRegistry:
         return cls.canonicalize(upper)
 
     def __getitem__(self, name: str) -> Compiled:
+        """The device ``name`` (opened at the first use, then cached by canonical name; thread-safe: concurrent first
+        uses construct it once; a finalized one, :attr:`Compiled.closed`, is opened afresh). ``DeviceError`` naming
+        the reason and the available devices when it cannot open."""
         cname = self.canonicalize(name)
-        if (dev := self._opened.get(cname)) is not None:
+        if (dev := self._opened.get(cname)) is not None and not dev.closed:
             return dev
-        cls = self.backend_class(cname.partition(":")[0])
-        try:
-            dev = cls(cname)  # type: ignore[call-arg]  # subclasses take the device name only (checked by register)
-        except Exception as e:
-            reason = str(e).rstrip(".")
-            raise DeviceError(f"device {cname} failed to open: {type(e).__name__}: {reason}. {self._available_hint()}") from e
-        self._opened[cname] = dev
-        return dev
+        with self._opening:
+            if (dev := self._opened.get(cname)) is not None and not dev.closed:
+                return dev
+            cls = self.backend_class(cname.partition(":")[0])
+            try:
+                dev = cls(cname)  # type: ignore[call-arg]  # subclasses take the device name only (checked by register)
+            except Exception as e:
+                reason = str(e).rstrip(".")
+                raise DeviceError(f"device {cname} failed to open: {type(e).__name__}: {reason}. "
+                                  f"{self._available_hint()}") from e
+            self._opened[cname] = dev
+            return dev
 
     def probe(self, name: str) -> tuple[bool, str]:
         """``(True, "")`` if the device opens, else ``(False, reason)``; never raises."""
@@ -218,6 +236,8 @@ def default_order() -> DefaultOrder:
     for name in sorted(Device.backends()):
         try:
             prio = Device.backend_class(name).DEFAULT_PRIORITY
+            if prio is not None and (isinstance(prio, bool) or not isinstance(prio, int)):
+                raise DeviceError(f"backend {name}: DEFAULT_PRIORITY must be an int or None, got {prio!r}")
         except DeviceError as e:
             log.warning("%s", e)
             broken.append((name, str(e)))

@@ -169,8 +169,10 @@ class CloudDevice(Compiled):
         self.remote.synchronize()
 
     def finalize(self) -> None:
-        """End the session (free everything held on the server) and stop the in-process server, if any."""
+        """End the session (free everything held on the server) and stop the in-process server, if any; the registry
+        then opens a fresh session for the next ``Device["CLOUD..."]``."""
         self._finalizer()
+        self.closed = True
 
 
 def _shutdown(remote: RemoteSession, server: CloudServer | None) -> None:

@@ -110,8 +110,9 @@ _ADVICE = {
     "CUDA_ERROR_INVALID_HANDLE": "a handle is stale (its context, module or stream was destroyed); reopen the device",
     "CUDA_ERROR_INVALID_CONTEXT": "the device was finalized or its context released; open the device again",
     "CUDA_ERROR_ILLEGAL_ADDRESS": "a kernel accessed memory outside its buffers; the device's context is now unusable "
-                                  "(the driver's report, if any, is in the log); fix the kernel's indexing and open a "
-                                  "fresh process",
+                                  "(the driver's report, if any, is in the log); fix the kernel's indexing, then "
+                                  "finalize() the device and open it again (Device[name]: a fresh primary context "
+                                  "once nothing else holds it) or start a fresh process",
     "CUDA_ERROR_LAUNCH_FAILED": "the kernel faulted (trap, divergent barrier...); the context is now unusable",
     "CUDA_ERROR_INVALID_PTX": "the PTX does not assemble for this device; see the JIT log",
     "CUDA_ERROR_UNSUPPORTED_PTX_VERSION": "the PTX ISA version is newer than this driver supports; update the driver "

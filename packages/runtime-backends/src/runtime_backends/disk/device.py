@@ -198,7 +198,10 @@ class DiskDevice(Compiled):
 
     def page_cache_residency(self, offset: int, size: int) -> float:
         """The fraction (0..1) of the pages of file bytes ``[offset, offset + size)`` in the page cache now; the range
-        must lie inside the file (``ValueError`` otherwise)."""
+        must lie inside the file (``ValueError`` otherwise, and for a negative offset or a size < 1)."""
+        for what, value, least in (("offset", offset, 0), ("size", size, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"page_cache_residency: {what} must be an int >= {least} bytes, got {value!r}")
         with self._lock:
             self.file.view(offset, offset + size, write=False, extent=offset + size)
             return float(self.file.resident(offset, offset + size).mean())

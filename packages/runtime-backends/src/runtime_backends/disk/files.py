@@ -11,7 +11,7 @@ bytes past the end of a file (or of a file that does not exist) is an error that
 it to the end of the buffer's allocation, reserving the space with ``posix_fallocate`` so that a full disk is an
 ``OSError`` here and never a ``SIGBUS`` in the middle of a copy; if that fails, the file is put back as it was (a file
 this call created is removed). A shared-memory segment is memory: allocating a buffer on it creates the segment (mode
-0600) or grows it to the buffer's size.
+0600) or grows it to the buffer's size; if growing fails, a segment that allocation created is removed again.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import os
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -57,7 +58,7 @@ def canonical_name(name: str) -> str:
 
 def parse_target(device: str) -> Target:
     """The target of canonical device name ``device``. ``ValueError`` for a name without a path, a path with a NUL
-    byte, or a bad shm name (empty, containing ``/``, longer than 254 bytes)."""
+    byte, or a bad shm name (empty, ``.`` or ``..``, containing ``/``, longer than 254 bytes)."""
     rest = device.partition(":")[2]
     if not rest:
         raise ValueError(f"{device!r} names no file: use DISK:/path/to/file or DISK:shm:name")
@@ -66,18 +67,27 @@ def parse_target(device: str) -> Target:
     if not rest.startswith(SHM_PREFIX):
         return Target(rest, shm=False)
     name = rest[len(SHM_PREFIX):]
-    if not name or "/" in name or len(name.encode()) >= _NAME_MAX:
-        raise ValueError(f"{device!r}: bad shm name {name!r}: give a non-empty name of at most {_NAME_MAX - 1} bytes "
-                         f"without '/' (DISK:shm:name, or DISK:shm:/name for the same segment)")
+    if name in ("", ".", "..") or "/" in name or len(name.encode()) >= _NAME_MAX:
+        raise ValueError(f"{device!r}: bad shm name {name!r}: give a name of at most {_NAME_MAX - 1} bytes, not '.' or "
+                         f"'..', without '/' (DISK:shm:name, or DISK:shm:/name for the same segment)")
     return Target(f"/{name}", shm=True)
 
 
-def _shm_open(path: str, flags: int, mode: int) -> int:
+def _posixshmem() -> Any:
     try:
-        import _posixshmem  # CPython's shm_open(3), the one multiprocessing.shared_memory uses
+        import _posixshmem  # CPython's shm_open(3)/shm_unlink(3), the ones multiprocessing.shared_memory uses
     except ImportError:
         raise OSError(errno.ENOTSUP, "POSIX shared memory is not available on this platform") from None
-    return int(_posixshmem.shm_open(path, flags, mode=mode))
+    return _posixshmem
+
+
+def _shm_create_or_open(path: str) -> tuple[int, bool]:
+    """A read-write descriptor of segment ``path`` and whether this call created it (mode 0600)."""
+    shm = _posixshmem()
+    try:
+        return int(shm.shm_open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, mode=0o600)), True
+    except FileExistsError:
+        return int(shm.shm_open(path, os.O_RDWR, mode=0o600)), False
 
 
 class DiskFile:
@@ -115,10 +125,10 @@ class DiskFile:
                 self._grow(alloc_size, created=False)
             return
         if self.target.shm:
-            fd = _shm_open(self.target.path, os.O_RDWR | os.O_CREAT, 0o600)
+            fd, created = _shm_create_or_open(self.target.path)
             self._adopt(fd, writable=True)
             if self.size() < alloc_size:
-                self._grow(alloc_size, created=False)
+                self._grow(alloc_size, created)
             return
         try:
             st = os.stat(self.target.path)
@@ -204,12 +214,19 @@ class DiskFile:
     def _undo_growth(self, old: int, created: bool) -> None:
         os.ftruncate(self.fd, old)
         if created:
-            os.unlink(self.target.path)
+            if self.target.shm:
+                _posixshmem().shm_unlink(self.target.path)
+            else:
+                os.unlink(self.target.path)
             self.close()
 
     def _remap(self, length: int) -> None:
         access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
-        mm = mmap.mmap(self.fd, length, access=access)
+        try:
+            mm = mmap.mmap(self.fd, length, access=access)
+        except OSError as e:
+            raise OSError(e.errno, f"DISK {self.target}: cannot map its first {length} bytes: {e.strerror} (DISK "
+                                   f"needs a file that mmap(2) accepts; pseudo-files of /proc and /sys are not)") from e
         self._release_mapping()
         self._mm, self._view = mm, memoryview(mm)
         probe = np.frombuffer(mm, dtype=np.uint8, count=1)  # a read-only mmap exports no ctypes-writable buffer

@@ -1,0 +1,1 @@
+"""Paired benchmark runs: long-lived pytest workers timed in alternating rounds by a controller (this package)."""

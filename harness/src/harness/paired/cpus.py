@@ -1,0 +1,42 @@
+"""Choosing the CPU that the workers of one comparison share: the one that was idlest since the last choice."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["CpuChooser"]
+
+_STAT = Path("/proc/stat")
+
+
+class CpuChooser:
+    """``choose()`` returns the CPU of this process's affinity set with the most idle time (``/proc/stat``: idle +
+    iowait jiffies) since the previous call, or since construction on the first call; None where that cannot be read
+    (not Linux), so callers leave placement to the scheduler."""
+
+    def __init__(self) -> None:
+        self._allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        self._last = self._idle()
+
+    def choose(self) -> int | None:
+        now = self._idle()
+        if not now or not self._allowed:
+            return None
+        gained = {cpu: now.get(cpu, 0) - self._last.get(cpu, 0) for cpu in self._allowed}
+        self._last = now
+        return max(self._allowed, key=lambda cpu: (gained[cpu], -cpu))
+
+    @staticmethod
+    def _idle() -> dict[int, int]:
+        """cpu -> idle + iowait jiffies since boot; {} when /proc/stat cannot be read."""
+        try:
+            lines = _STAT.read_text().splitlines()
+        except OSError:
+            return {}
+        idle = {}
+        for line in lines:
+            name, *fields = line.split()
+            if name.startswith("cpu") and name[3:].isdigit() and len(fields) >= 5:
+                idle[int(name[3:])] = int(fields[3]) + int(fields[4])
+        return idle

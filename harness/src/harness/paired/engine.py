@@ -1,0 +1,124 @@
+"""Timing benchmarks that wait in their workers: calibration, then rounds in alternation until precise or out of time.
+
+Each round is one ``time`` request to one worker, answered before the next is sent, so the two rounds of a pair run
+back to back and never at the same time. Rounds of a pair use the same number of iterations (calls of the benchmarked
+function), chosen so that a round of the faster side lasts about ``Budget.round_s``: long enough to average the
+timer's and the scheduler's jitter, short enough that few rounds are hit by a preemption on a loaded machine (a
+preempted round is an outlier that medians and signed ranks shrug off).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.paired.process import WorkerProcess
+
+__all__ = ["STOP_BUDGET", "STOP_MAX", "STOP_PRECISION", "Budget", "Rounds", "Side", "calibrate", "iterations_for",
+           "measure"]
+
+STOP_PRECISION = "precision"  # the CI became narrow enough
+STOP_BUDGET = "budget"  # the time budget of the benchmark was spent first
+STOP_MAX = "max-rounds"  # the round cap was reached first
+_MAX_ITERATIONS = 10**7
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How one benchmark is measured.
+
+    ``round_s``: target seconds of one round (of the faster side); ``min_rounds``: rounds per side before stopping is
+    considered (8 is the least for which a two-sided signed-rank p-value can go below 0.01); ``max_rounds``: a cap;
+    ``seconds``: the time budget for the rounds of one benchmark, all sides together (setup and calibration excluded);
+    ``precision``: stop once the CI half-width, in log ratio, is at most this; ``confidence``: the CI's level.
+    """
+
+    round_s: float = 0.002
+    min_rounds: int = 8
+    max_rounds: int = 2000
+    seconds: float = 4.0
+    precision: float = 0.01
+    confidence: float = 0.99
+
+    def __post_init__(self) -> None:
+        if not (self.round_s > 0 and self.seconds > 0 and self.precision > 0 and 0 < self.confidence < 1):
+            raise ValueError(f"invalid measurement budget {self}")
+        if not 2 <= self.min_rounds <= self.max_rounds:
+            raise ValueError(f"need 2 <= min_rounds <= max_rounds, got {self.min_rounds} and {self.max_rounds}")
+
+
+@dataclass
+class Side:
+    """A worker whose benchmark is ready to be timed; ``stretch`` > 1 plants a slowdown of that factor."""
+
+    worker: WorkerProcess
+    stretch: float = 1.0
+
+    def time(self, iterations: int, warmup: bool = False) -> float:
+        """Seconds of one round of ``iterations`` calls (``warmup``: not one of the benchmark's rounds)."""
+        answer = self.worker.request("time", ("times",), iterations=iterations, rounds=1, stretch=self.stretch,
+                                     warmup=warmup)
+        return float(answer["t"][0])
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """Seconds per call of each round, one list per side in the order given to ``measure`` (round i of every side
+    forms pair i), the calls per round of each side, why measuring stopped (STOP_*), and its wall seconds."""
+
+    times: tuple[list[float], ...]
+    iterations: tuple[int, ...]
+    stop: str
+    seconds: float
+
+
+def calibrate(sides: Sequence[Side], round_s: float, fixed: int | None = None) -> list[float]:
+    """Seconds per call of each side, estimated by rounds that double as warm-up: one call, then one round of about
+    ``round_s``; with ``fixed`` (iterations the benchmark set itself) one round of that many calls."""
+    if fixed is not None:
+        return [side.time(fixed, warmup=True) / fixed for side in sides]
+    per_call = []
+    for side in sides:
+        first = side.time(1, warmup=True)
+        if first >= round_s:
+            per_call.append(first)
+            continue
+        guess = min(_MAX_ITERATIONS, max(1, int(round_s / max(first, 1e-9))))
+        per_call.append(side.time(guess, warmup=True) / guess)
+    return per_call
+
+
+def iterations_for(per_call: float, round_s: float) -> int:
+    """Calls per round so that a round lasts about ``round_s`` seconds (at least one call)."""
+    return min(_MAX_ITERATIONS, max(1, math.ceil(round_s / per_call)))
+
+
+def measure(sides: Sequence[Side], iterations: Sequence[int], budget: Budget,
+            spread: Callable[[list[np.ndarray]], float]) -> Rounds:
+    """Rounds on ``sides`` (one or two; ``iterations[i]`` calls per round of side i) until ``spread`` of the per-call
+    times (a CI half-width in log ratio) is at most ``budget.precision``, the time budget is spent, or ``max_rounds``
+    is reached; never fewer than ``min_rounds``. ``spread`` is asked after ``min_rounds`` and then after every quarter
+    more. Two sides take turns A B B A: consecutive rounds never run at once, each side goes first in every other
+    pair, so an advantage of going first or second cancels."""
+    times: list[list[float]] = [[] for _ in sides]
+    start = time.perf_counter()
+    check = budget.min_rounds
+    order = list(range(len(sides))) + list(range(len(sides)))[::-1]
+    while True:
+        for index in order:
+            times[index].append(sides[index].time(iterations[index]) / iterations[index])
+        count = len(times[0])
+        elapsed = time.perf_counter() - start
+        if count >= budget.min_rounds:
+            if count >= check:
+                check = count + max(2, count // 4)
+                if spread([np.asarray(t) for t in times]) <= budget.precision:
+                    return Rounds(tuple(times), tuple(iterations), STOP_PRECISION, elapsed)
+            if elapsed >= budget.seconds:
+                return Rounds(tuple(times), tuple(iterations), STOP_BUDGET, elapsed)
+            if count >= budget.max_rounds:
+                return Rounds(tuple(times), tuple(iterations), STOP_MAX, elapsed)

@@ -1,0 +1,161 @@
+"""One benchmark worker process (``harness.paired.worker``) and the JSON-lines channel to it."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.paired.worker import CHANNEL_ENV
+
+__all__ = ["WORKER_SCRIPT", "WorkerError", "WorkerProcess"]
+
+WORKER_SCRIPT = Path(__file__).with_name("worker.py")
+_LOG_TAIL_LINES = 25
+# personality(2) flag ADDR_NO_RANDOMIZE (<linux/personality.h>): the child's address space is not randomized
+_ADDR_NO_RANDOMIZE = 0x0040000
+# What makes two processes of the same code lay out memory alike (see ``WorkerProcess``). The glibc tunables make
+# malloc ask for transparent huge pages (madvise) for the large blocks it maps, as numpy already does for its arrays,
+# and fix its mmap threshold at the default 128 KiB: by default glibc raises it whenever a mapped block is freed, so
+# whether a 1 MiB buffer is mapped (page-aligned) or carved from the heap depends on what the process freed before.
+ISOLATION_ENV = {"PYTHONHASHSEED": "0", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=131072"}
+
+
+def _no_address_randomization() -> None:
+    """``preexec_fn`` of a worker (runs in the child before exec); a refusal (seccomp) is found by ``randomized``."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.personality(_ADDR_NO_RANDOMIZE)
+
+
+class WorkerError(RuntimeError):
+    """A worker exited, broke the protocol or reported an error; the message ends with the tail of its log."""
+
+
+class WorkerProcess:
+    """``python worker.py <pytest args>`` in ``cwd`` with its output in ``log``; only the controller talks to it.
+
+    ``label`` names the worker in messages ('A (main)', 'B (working tree)'). The worker runs in its own session, so a
+    Ctrl-C on the terminal reaches the controller alone, which then stops it (``close``). Raises WorkerError when it
+    cannot be started.
+
+    Two processes running the same code differ by several percent on this kind of machine unless their memory is laid
+    out alike: measured on the 2-core reference VM, identical code in two workers differed by up to 6% (a ctypes call)
+    with address-space randomization, 4-9% (copies of 64-256 MiB) with buffers on small pages, 4.5% (a 1 MiB
+    alloc/free) with glibc's moving mmap threshold, and 1-5% when the two ran on different CPUs. So every worker
+    starts with address-space randomization off (``personality(2)``
+    ADDR_NO_RANDOMIZE; ``randomized`` says whether that was refused), a fixed hash seed and malloc asking for
+    transparent huge pages (ISOLATION_ENV), and the controller keeps the workers of a comparison on one CPU (``pin``).
+    """
+
+    def __init__(self, label: str, python: str, cwd: Path, pytest_args: Sequence[str], env: Mapping[str, str],
+                 log: Path) -> None:
+        self.label, self.log = label, log
+        to_worker_read, to_worker_write = os.pipe()
+        from_worker_read, from_worker_write = os.pipe()
+        log.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(log, "w", encoding="utf-8") as out:
+                self._process = subprocess.Popen(
+                    [python, str(WORKER_SCRIPT), *pytest_args], cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
+                    stderr=subprocess.STDOUT, pass_fds=(to_worker_read, from_worker_write), start_new_session=True,
+                    preexec_fn=_no_address_randomization if sys.platform == "linux" else None,
+                    env={**env, **ISOLATION_ENV, CHANNEL_ENV: f"{to_worker_read},{from_worker_write}"},
+                )
+        except OSError as exc:
+            for fd in (to_worker_read, to_worker_write, from_worker_read, from_worker_write):
+                os.close(fd)
+            raise WorkerError(f"cannot start the {label} benchmark worker with {python!r}: {exc}") from None
+        os.close(to_worker_read)
+        os.close(from_worker_write)
+        self._send = os.fdopen(to_worker_write, "w", encoding="utf-8")
+        self._receive = os.fdopen(from_worker_read, "r", encoding="utf-8")
+
+    @property
+    def randomized(self) -> bool:
+        """True when the worker's address space is randomized after all (``/proc/<pid>/personality`` lacks
+        ADDR_NO_RANDOMIZE, e.g. a container's seccomp profile refused it); False when it is not, or not Linux."""
+        try:
+            flags = int(Path(f"/proc/{self._process.pid}/personality").read_text().strip(), 16)
+        except (OSError, ValueError):
+            return False
+        return not flags & _ADDR_NO_RANDOMIZE
+
+    def pin(self, cpu: int) -> None:
+        """Run the worker (all its threads) on ``cpu`` only; does nothing where affinity cannot be set."""
+        if not hasattr(os, "sched_setaffinity"):
+            return
+        try:
+            for task in Path(f"/proc/{self._process.pid}/task").iterdir():
+                os.sched_setaffinity(int(task.name), {cpu})
+        except (OSError, ValueError):
+            pass  # the worker exited or a thread ended meanwhile: the next request reports a dead worker
+
+    def send(self, op: str, **fields: Any) -> None:
+        """Send one command; raises WorkerError when the worker has gone."""
+        try:
+            self._send.write(json.dumps({"op": op, **fields}) + "\n")
+            self._send.flush()
+        except (BrokenPipeError, ValueError):
+            raise self._gone(f"could not send {op!r}") from None
+
+    def receive(self, *expected: str) -> dict[str, Any]:
+        """The next message, which must be one of the ``expected`` events; raises WorkerError otherwise."""
+        line = self._receive.readline()
+        if not line:
+            raise self._gone("it stopped answering")
+        message = json.loads(line)
+        if message.get("ev") not in expected:
+            raise self._gone(f"expected {' or '.join(expected)}, got {message!r}")
+        return message
+
+    def request(self, op: str, expected: Sequence[str], **fields: Any) -> dict[str, Any]:
+        """``send`` then ``receive``."""
+        self.send(op, **fields)
+        return self.receive(*expected)
+
+    def close(self, timeout: float = 20.0) -> None:
+        """Ask the worker to quit, wait up to ``timeout`` seconds, then kill it. Safe to call more than once."""
+        if self._process.poll() is None:
+            try:
+                self.send("quit")
+            except WorkerError:
+                pass
+            try:
+                self._process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        for stream in (self._send, self._receive):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+    def kill(self) -> None:
+        """Stop the worker at once (Ctrl-C, or a controller error)."""
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        self.close()
+
+    def _gone(self, what: str) -> WorkerError:
+        try:
+            status = self._process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            status = None
+        state = "is still running" if status is None else f"exited with status {status}"
+        return WorkerError(f"the {self.label} benchmark worker {what}; it {state}. Last lines of {self.log}:\n"
+                           + _tail(self.log))
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError as exc:
+        return f"  (cannot read the log: {exc})"
+    return "\n".join("  " + line for line in lines[-_LOG_TAIL_LINES:])

@@ -1,0 +1,150 @@
+"""Driving benchmark workers through one benchmark: start it, time it with ``harness.paired.engine``, let it finish."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.paired.engine import Budget, Rounds, Side, calibrate, iterations_for, measure
+from harness.paired.process import WorkerProcess
+
+__all__ = ["FAILED", "PASSED", "SKIPPED", "Collected", "Finished", "Outcome", "WorkerSpec", "collected", "finish",
+           "open_workers", "run_same", "start", "time_alone_or_beside"]
+
+PASSED, SKIPPED, FAILED = "passed", "skipped", "failed"
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What a worker collected: its items (nodeid -> static info: name, group, role, uses the benchmark fixture),
+    the run metadata pytest-benchmark would have saved, and the clock its rounds are timed with
+    (``harness.paired.worker.RunClock``)."""
+
+    items: dict[str, dict[str, Any]]
+    machine_info: dict[str, Any]
+    commit_info: dict[str, Any]
+    version: str
+    clock: str = "perf_counter"
+
+    def benchmarks(self) -> list[str]:
+        """The nodeids of the items that use the ``benchmark`` fixture, in collection order."""
+        return [nodeid for nodeid, item in self.items.items() if item["benchmark"]]
+
+
+@dataclass(frozen=True)
+class Finished:
+    """How one test ended in one worker: outcome (PASSED, SKIPPED, FAILED), message, and what the benchmark
+    recorded (name, group, params, param, extra_info)."""
+
+    outcome: str
+    message: str
+    name: str
+    group: str | None
+    params: Any
+    param: str | None
+    extra_info: dict[str, Any]
+
+    @classmethod
+    def of(cls, message: dict[str, Any]) -> Finished:
+        return cls(message["outcome"], message["message"], message["name"], message["group"], message["params"],
+                   message["param"], message["extra_info"])
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One benchmark measured on several workers: how each finished and, when all reached the timed call, the rounds
+    (``rounds.times[i]`` belongs to worker i of the call)."""
+
+    nodeid: str
+    finished: tuple[Finished, ...]
+    rounds: Rounds | None
+
+    @property
+    def ok(self) -> bool:
+        """True when every worker passed and rounds were taken."""
+        return self.rounds is not None and all(f.outcome == PASSED for f in self.finished)
+
+
+def collected(worker: WorkerProcess) -> Collected:
+    """Wait for the worker's collection report."""
+    message = worker.receive("collected")
+    items = {item["nodeid"]: item for item in message["items"]}
+    return Collected(items, message["machine_info"], message["commit_info"], message["version"],
+                     message.get("clock", "perf_counter"))
+
+
+def start(worker: WorkerProcess, nodeid: str) -> dict[str, Any]:
+    """Start ``nodeid``: the ``ready`` message when its benchmark call waits, else its ``done`` message."""
+    return worker.request("start", ("ready", "done"), nodeid=nodeid)
+
+
+def finish(worker: WorkerProcess, reason: str | None = None) -> Finished:
+    """Let the waiting benchmark call return (or, with ``reason``, skip the test) and wait for the test to end."""
+    message = worker.request("abort", ("done",), reason=reason) if reason else worker.request("finish", ("done",))
+    return Finished.of(message)
+
+
+def run_same(workers: Sequence[WorkerProcess], nodeid: str, stretches: Sequence[float], budget: Budget,
+             spread: Callable[[list[np.ndarray]], float]) -> Outcome:
+    """Run ``nodeid`` on every worker (started in the given order; one version of the code each) and time its rounds
+    in alternation; a worker whose test ends before its timed call (skip, failure) makes the others skip theirs.
+
+    Each side's calls per round are calibrated on its own, so the rounds of both last about ``budget.round_s``: on a
+    loaded machine a round longer than a scheduler time slice is preempted more often than a short one, so rounds of
+    unequal length would skew the ratio of a large change (a 2x slower version measured 6x slower at load 9)."""
+    ready = [start(worker, nodeid) for worker in workers]
+    if any(message["ev"] == "done" for message in ready):
+        ended = [Finished.of(m) for m in ready if m["ev"] == "done"]
+        why = next((f.message for f in ended if f.outcome != PASSED), "") or "it did not reach its timed call"
+        finished = [Finished.of(m) if m["ev"] == "done" else finish(w, f"the other side did not run: {why}")
+                    for w, m in zip(workers, ready)]
+        return Outcome(nodeid, tuple(finished), None)
+    sides = [Side(worker, stretch) for worker, stretch in zip(workers, stretches)]
+    rounds = time_alone_or_beside(sides, [m["iterations"] for m in ready], budget, spread)
+    return Outcome(nodeid, tuple(finish(worker) for worker in workers), rounds)
+
+
+def time_alone_or_beside(sides: Sequence[Side], fixed: Sequence[int | None], budget: Budget,
+                         spread: Callable[[list[np.ndarray]], float]) -> Rounds:
+    """Time ready benchmarks in alternation (or one alone), each side with its own calls per round (``fixed[i]``
+    when the benchmark set them, else calibrated to ``budget.round_s``)."""
+    calls = []
+    for side, own in zip(sides, fixed):
+        per_call = calibrate([side], budget.round_s, own)[0]
+        calls.append(own if own is not None else iterations_for(per_call, budget.round_s))
+    return measure(sides, calls, budget, spread)
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """How to start one worker: its label in messages, interpreter, working directory and log file."""
+
+    label: str
+    python: str
+    cwd: Path
+    log: Path
+
+
+@contextmanager
+def open_workers(specs: Sequence[WorkerSpec], pytest_args: Sequence[Sequence[str]],
+                 env: Mapping[str, str]) -> Iterator[tuple[list[WorkerProcess], list[Collected]]]:
+    """Start one worker per spec with its pytest arguments (``pytest_args[i]`` for ``specs[i]``), wait for each to
+    collect, and yield them with what they collected; on leaving (also by an exception or Ctrl-C) every worker is
+    stopped."""
+    workers: list[WorkerProcess] = []
+    try:
+        for spec, args in zip(specs, pytest_args, strict=True):
+            workers.append(WorkerProcess(spec.label, spec.python, spec.cwd, args, env, spec.log))
+        yield workers, [collected(worker) for worker in workers]
+    except BaseException:
+        for worker in workers:
+            worker.kill()
+        raise
+    finally:
+        for worker in workers:
+            worker.close()

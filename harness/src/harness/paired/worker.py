@@ -1,0 +1,355 @@
+"""A long-lived benchmark worker: pytest collects the benchmark suites, then a controller decides what runs and when.
+
+Started by ``harness.paired.process.WorkerProcess`` as ``python worker.py <pytest args>`` with the environment
+variable CHANNEL_ENV = ``"<read fd>,<write fd>"``: two pipes carrying one JSON object per line. The same file runs
+under the working tree's interpreter and under a git ref's environment (A/B mode), whose ``harness`` package may be
+older, so this module imports only the standard library and pytest (and pytest-benchmark's fixture class when it is
+installed), never ``harness``.
+
+Protocol (controller -> worker ``op``, worker -> controller ``ev``):
+
+* after collection the worker sends ``collected``: ``items`` (nodeid, name, whether it uses the ``benchmark`` fixture,
+  its static ``group`` from ``@pytest.mark.benchmark(group=...)`` formatted with the test's parameters, e.g.
+  ``"compile-cold-{device}"`` -> ``"compile-cold-CPU"``, and its ``role`` from ``@pytest.mark.bench_role``),
+  ``machine_info`` and ``commit_info`` (pytest-benchmark's hooks, so the harness's machine facts are in them) and
+  ``version`` (pytest-benchmark's);
+* ``start`` {nodeid}: run that test. When its body calls ``benchmark(fn)`` or ``benchmark.pedantic(...)`` the worker
+  sends ``ready`` {nodeid, group, extra_info, iterations (fixed by pedantic, else null)} and waits inside the call;
+  a test that ends without calling it (skip, failure) sends ``done`` at once;
+* while ready: ``time`` {iterations, rounds, stretch, warmup} runs ``rounds`` rounds of ``iterations`` calls each and
+  answers ``times`` {t: seconds per round}; ``stretch`` > 1 lengthens every round to ``stretch`` times its measured
+  duration by spinning on the CPU inside the timed span (``--plant-slowdown``: a planted slowdown of exactly that
+  factor); the rounds count for ``benchmark.stats`` (which the test reads to record its figures) unless ``warmup``;
+* ``finish``: the benchmark call returns (the function's result, as pytest-benchmark does) and the test goes on
+  (recording ``extra_info``); ``abort`` {reason}: the call raises ``pytest.skip`` instead. Either way the worker then
+  sends ``done`` {nodeid, outcome ("passed" | "skipped" | "failed"), message, name, group, params, param,
+  extra_info};
+* ``quit``: the session ends (exit status 0).
+
+Every test runs with full teardown (``nextitem=None``), because the controller chooses the order as it goes. Only one
+worker is busy at a time: the controller waits for each answer before it sends the next command, so two workers
+never run at once on a machine of few cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+    del sys.path[0]  # run as a script: this directory's modules must not shadow top-level names in the tested tree
+
+import math  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
+
+try:  # pytest-benchmark's makereport hook insists that funcargs['benchmark'] is one of its fixtures
+    from pytest_benchmark.fixture import BenchmarkFixture as _FixtureBase
+except ImportError:  # pragma: no cover - pytest-benchmark is a dependency of every harness
+    _FixtureBase = object  # type: ignore[assignment,misc]
+
+CHANNEL_ENV = "HARNESS_BENCH_CHANNEL"
+
+
+class Channel:
+    """JSON lines over a pair of pipe file descriptors."""
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self._read = os.fdopen(read_fd, "r", encoding="utf-8")
+        self._write = os.fdopen(write_fd, "w", encoding="utf-8")
+
+    def send(self, **message: Any) -> None:
+        self._write.write(json.dumps(message, default=str) + "\n")
+        self._write.flush()
+
+    def receive(self) -> dict[str, Any]:
+        line = self._read.readline()
+        if not line:  # the controller went away: nothing left to do
+            os._exit(3)
+        return json.loads(line)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON-safe data: containers recursively, numbers that are not finite and other objects as str."""
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return str(value)
+
+
+def _static_group(item: pytest.Item) -> str | None:
+    marker = item.get_closest_marker("benchmark")
+    group = marker.kwargs.get("group") if marker else None
+    if not isinstance(group, str):
+        return None
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    try:
+        return group.format_map({k: str(v) for k, v in params.items()})
+    except (KeyError, ValueError, IndexError):
+        return group
+
+
+def _static_role(item: pytest.Item) -> str | None:
+    marker = item.get_closest_marker("bench_role")
+    return str(marker.args[0]) if marker and marker.args else None
+
+
+class RunClock:
+    """Seconds of a round: wall time (``time.perf_counter``) minus the time this thread spent waiting in the
+    scheduler's run queue meanwhile (``/proc/thread-self/schedstat``, second field, ns; Linux with schedstats).
+
+    On a machine with more runnable tasks than CPUs, a round that the scheduler preempts is stretched by however long
+    other tasks ran: wall time then measures the neighbours' load, not the code. Waiting in the run queue is exactly
+    that stretch, so it is taken out; the time the benchmark itself waits (sleep, I/O, a device, a child process) stays
+    in. Where schedstat cannot be read the clock is plain wall time (``name`` says which).
+    """
+
+    def __init__(self) -> None:
+        self._fd: int | None = None
+        try:
+            self._fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+            self._queued()
+        except (OSError, ValueError, IndexError):
+            self._fd = None
+        self.name = "perf_counter - run-queue wait" if self._fd is not None else "perf_counter"
+
+    def _queued(self) -> float:
+        """Seconds this thread has waited in a run queue since it started."""
+        if self._fd is None:
+            return 0.0
+        return int(os.pread(self._fd, 128, 0).split()[1]) / 1e9
+
+    def start(self) -> tuple[float, float]:
+        queued = self._queued()
+        return queued, time.perf_counter()
+
+    def since(self, start: tuple[float, float]) -> float:
+        """Seconds of the round begun at ``start``, without the run-queue wait."""
+        now = time.perf_counter()
+        return max(now - start[1] - (self._queued() - start[0]), 1e-9)
+
+
+_CLOCK = RunClock()
+
+
+class _Stats:
+    """The summary pytest-benchmark's ``benchmark.stats.stats`` offers, from this worker's rounds (seconds per call)."""
+
+    def __init__(self, per_call: list[float]) -> None:
+        ordered = sorted(per_call)
+        n = len(ordered)
+        self.data = list(per_call)
+        self.rounds = n
+        self.min, self.max = ordered[0], ordered[-1]
+        self.mean = sum(ordered) / n
+        self.median = (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
+        self.stddev = math.sqrt(sum((x - self.mean) ** 2 for x in ordered) / (n - 1)) if n > 1 else 0.0
+        self.total = sum(ordered)
+        self.ops = 1.0 / self.mean if self.mean else 0.0
+
+
+class _Metadata:
+    def __init__(self, per_call: list[float]) -> None:
+        self.stats = _Stats(per_call)
+
+
+class PairedBenchmark(_FixtureBase):  # type: ignore[misc,valid-type]
+    """The ``benchmark`` fixture of a worker: pytest-benchmark's call forms, timed when the controller says.
+
+    ``benchmark(fn, *args, **kwargs)`` and ``benchmark.pedantic(target, args, kwargs, setup, teardown, rounds,
+    warmup_rounds, iterations)`` both hand the function to the controller, which chooses rounds, iterations (fixed
+    when pedantic gives ``iterations`` or a ``setup``) and warm-up; ``rounds``/``warmup_rounds`` of pedantic are
+    left to it. Attributes as pytest-benchmark's: name, fullname, group, param, params, extra_info, disabled, stats.
+    """
+
+    def __init__(self, node: pytest.Item, channel: Channel) -> None:  # no super().__init__: its state is not used
+        self.name, self.fullname = node.name, node.nodeid
+        callspec = getattr(node, "callspec", None)
+        self.param = callspec.id if callspec else None
+        self.params = callspec.params if callspec else None
+        self.group = _static_group(node)
+        self.extra_info: dict[str, Any] = {}
+        self.disabled = False
+        self.skipped = False
+        self.has_error = False
+        self.stats: _Metadata | None = None
+        self.cprofile = False
+        self._channel = channel
+        self._mode: str | None = None
+        self._per_call: list[float] = []
+
+    def __call__(self, function_to_benchmark: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        self._claim("benchmark(...)")
+        return self._serve(lambda: function_to_benchmark(*args, **kwargs), None, None, None)
+
+    def pedantic(self, target: Callable[..., Any], args: tuple = (), kwargs: dict | None = None,
+                 setup: Callable[[], Any] | None = None, teardown: Callable[..., Any] | None = None, rounds: int = 1,
+                 warmup_rounds: int = 0, iterations: int = 1) -> Any:
+        self._claim("benchmark.pedantic(...)")
+        if not isinstance(iterations, int) or iterations < 1:
+            raise ValueError("Must have positive int for `iterations`.")
+        if iterations > 1 and setup:
+            raise ValueError("Can't use more than 1 `iterations` with a `setup` function.")
+        fixed = iterations if (setup is not None or iterations > 1) else None
+        return self._serve(target, (tuple(args), dict(kwargs or {})), setup, teardown, fixed)
+
+    def _claim(self, mode: str) -> None:
+        if self._mode:
+            self.has_error = True
+            raise RuntimeError(f"Fixture can only be used once. Previously it was used in {self._mode} mode.")
+        self._mode = mode
+
+    def _serve(self, target: Callable[..., Any], arguments: tuple[tuple, dict] | None,
+               setup: Callable[[], Any] | None, teardown: Callable[..., Any] | None, fixed: int | None = None) -> Any:
+        def call_args() -> tuple[tuple, dict]:
+            given = arguments or ((), {})
+            made = setup() if setup is not None else None
+            return (made[0], made[1]) if made else given
+
+        self._channel.send(ev="ready", nodeid=self.fullname, group=self.group, extra_info=_plain(self.extra_info),
+                           iterations=fixed)
+        while True:
+            command = self._channel.receive()
+            op = command["op"]
+            if op == "time":
+                times = [self._round(target, call_args, teardown, command["iterations"], command.get("stretch", 1.0))
+                         for _ in range(command["rounds"])]
+                if not command.get("warmup"):
+                    self._per_call += [t / command["iterations"] for t in times]
+                self._channel.send(ev="times", t=times)
+            elif op == "finish":
+                break
+            elif op == "abort":
+                self.skipped = True
+                pytest.skip(command.get("reason") or "stopped by the controller")
+            else:
+                raise RuntimeError(f"benchmark worker: unexpected command {op!r} while timing {self.fullname}")
+        if self._per_call:
+            self.stats = _Metadata(self._per_call)
+        args, kwargs = call_args()
+        result = target(*args, **kwargs)
+        if teardown is not None:
+            teardown(*args, **kwargs)
+        return result
+
+    @staticmethod
+    def _round(target: Callable[..., Any], call_args: Callable[[], tuple[tuple, dict]],
+               teardown: Callable[..., Any] | None, iterations: int, stretch: float) -> float:
+        args, kwargs = call_args()
+        clock = _CLOCK
+        start = clock.start()
+        for _ in range(iterations):
+            target(*args, **kwargs)
+        elapsed = clock.since(start)
+        if stretch > 1.0:  # the planted slowdown: spin inside the timed span until it is ``stretch`` times as long
+            goal = elapsed * stretch
+            while clock.since(start) < goal:
+                pass
+            elapsed = clock.since(start)
+        if teardown is not None:
+            teardown(*args, **kwargs)
+        return elapsed
+
+    def _cleanup(self) -> None:  # pytest-benchmark's fixture API; nothing to undo here
+        return None
+
+
+class _FixtureOverride:
+    """Registered after every entry-point plugin, so its ``benchmark`` fixture wins over pytest-benchmark's."""
+
+    def __init__(self, worker: WorkerPlugin) -> None:
+        self.worker = worker
+
+    @pytest.fixture
+    def benchmark(self, request: pytest.FixtureRequest) -> PairedBenchmark:
+        fixture = PairedBenchmark(request.node, self.worker.channel)
+        self.worker.fixture = fixture
+        return fixture
+
+
+class WorkerPlugin:
+    """Collects, tells the controller what it found, then runs the tests the controller names (see the module doc)."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.fixture: PairedBenchmark | None = None
+        self.reports: list[pytest.TestReport] = []
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_configure(self, config: pytest.Config) -> None:
+        config.pluginmanager.register(_FixtureOverride(self), "harness-paired-fixture")
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        items = [{"nodeid": item.nodeid, "name": item.name, "benchmark": "benchmark" in getattr(item, "fixturenames", ()),
+                  "group": _static_group(item), "role": _static_role(item)} for item in session.items]
+        machine, commit, version = _run_info(session.config)
+        self.channel.send(ev="collected", items=items, machine_info=_plain(machine), commit_info=_plain(commit),
+                          version=version, clock=_CLOCK.name)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.reports.append(report)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool:
+        items = {item.nodeid: item for item in session.items}
+        while True:
+            command = self.channel.receive()
+            if command["op"] == "quit":
+                return True
+            if command["op"] != "start" or command.get("nodeid") not in items:
+                self.channel.send(ev="error", message=f"unexpected command {command!r}")
+                continue
+            self._run(items[command["nodeid"]])
+
+    def _run(self, item: pytest.Item) -> None:
+        self.fixture, self.reports = None, []
+        item.ihook.pytest_runtest_protocol(item=item, nextitem=None)
+        outcome, message = "passed", ""
+        for report in self.reports:
+            if report.failed:
+                outcome, message = "failed", f"{report.when}: {report.longreprtext}"
+                break
+            if report.skipped:
+                outcome = "skipped"
+                longrepr = report.longrepr
+                message = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        fixture = self.fixture
+        self.channel.send(
+            ev="done", nodeid=item.nodeid, outcome=outcome, message=message, name=item.name,
+            group=fixture.group if fixture else _static_group(item),
+            params=_plain(fixture.params) if fixture else None, param=fixture.param if fixture else None,
+            extra_info=_plain(fixture.extra_info) if fixture else {},
+        )
+
+
+def _run_info(config: pytest.Config) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """(machine_info, commit_info, pytest-benchmark version) as pytest-benchmark would save them with its hooks."""
+    hook = config.hook
+    if not hasattr(hook, "pytest_benchmark_generate_machine_info"):
+        return {}, {}, ""
+    import pytest_benchmark  # noqa: PLC0415 - present whenever its hooks are
+
+    machine = hook.pytest_benchmark_generate_machine_info(config=config)
+    hook.pytest_benchmark_update_machine_info(config=config, machine_info=machine)
+    commit = hook.pytest_benchmark_generate_commit_info(config=config)
+    hook.pytest_benchmark_update_commit_info(config=config, commit_info=commit)
+    return machine, commit, pytest_benchmark.__version__
+
+
+def main(argv: list[str]) -> int:
+    """Run pytest with ``argv`` and the worker plugin on the channel named by CHANNEL_ENV; return pytest's status."""
+    read_fd, write_fd = (int(fd) for fd in os.environ[CHANNEL_ENV].split(","))
+    return int(pytest.main(argv, plugins=[WorkerPlugin(Channel(read_fd, write_fd))]))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

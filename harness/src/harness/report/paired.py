@@ -1,0 +1,124 @@
+"""Verdicts from paired rounds: per-pair log ratios, a signed-rank test, a CI of the median ratio, a minimum effect.
+
+A pair is two rounds of the same benchmark taken one right after the other: version A then version B of the code (A/B
+mode), or an entry then its group's limit (stored-baseline mode's "x limit"). Whatever slows the machine during a pair
+slows both of its rounds, so the per-pair ratio B/A cancels it; ``d_i = ln(B_i / A_i)`` per pair (times per call).
+
+Rule (``judge``; B is the version under test, a ratio > 1 is slower):
+
+- estimate: ``ratio = exp(median(d))``, the median per-pair ratio;
+- CI: the distribution-free ``confidence`` interval of the median of ``d`` from its order statistics (the sign test
+  inverted: ``[d_(k), d_(n+1-k)]`` with the largest k such that ``P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2``);
+- test: the two-sided Wilcoxon signed-rank test of ``d`` against 0 (``scipy.stats.wilcoxon``, exact for small n).
+  Under no change A and B are exchangeable, so ``d`` is symmetric about 0, which is that test's null hypothesis;
+- regressed: p < alpha AND the CI lies entirely above ratio 1 AND ``ratio >= 1 + min_effect``; improved: p < alpha AND
+  the CI lies entirely below 1 AND ``ratio <= 1 / (1 + min_effect)``; else unchanged. The minimum effect is the size
+  of change worth acting on; it also absorbs the small, real but irrelevant differences between two processes running
+  the same code (memory layout, page placement), which no number of rounds makes disappear.
+
+Sensitivity (``Paired.detectable``): the smallest change the rule would have flagged with this run's noise, i.e. how
+far the ratio must move from its estimate for the CI to leave 1 on that side, and at least the minimum effect:
+``max(1 + min_effect, ratio / ci_low, ci_high / ratio) - 1`` (a fraction: 0.03 = changes of 3% and more were visible).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+from harness.report.verdict import Verdict
+
+__all__ = ["WILCOXON", "Paired", "half_width", "judge", "log_ratios", "median_ci"]
+
+WILCOXON = "wilcoxon-signed-rank"
+
+
+@dataclass(frozen=True)
+class Paired:
+    """The verdict of one benchmark from ``pairs`` paired rounds.
+
+    ``ratio``: median per-pair ratio (B / A); ``ci``: its ``confidence`` interval (ratios; (0, inf) when there are too
+    few pairs for one); ``p_value``: two-sided Wilcoxon signed-rank (NaN when it cannot be computed);
+    ``detectable``: the smallest change this run could have flagged (a fraction, see the module doc).
+    """
+
+    verdict: Verdict
+    ratio: float
+    ci: tuple[float, float]
+    p_value: float
+    pairs: int
+    detectable: float
+    test: str = WILCOXON
+
+
+def log_ratios(first: Sequence[float] | np.ndarray, second: Sequence[float] | np.ndarray) -> np.ndarray:
+    """``ln(second_i / first_i)`` of each pair (seconds per call, > 0). Raises ValueError on unequal lengths or a time
+    that is not > 0."""
+    a, b = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"paired rounds must be two 1-D sequences of equal length, got {a.shape} and {b.shape}")
+    if a.size and (not np.all(a > 0) or not np.all(b > 0)):
+        raise ValueError("paired round times must be > 0 seconds")
+    return np.log(b / a)
+
+
+def median_ci(values: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The distribution-free ``confidence`` CI of the median of ``values`` (order statistics; see the module doc);
+    (-inf, inf) when there are too few values to reach that confidence."""
+    n = values.size
+    tail = (1.0 - confidence) / 2.0
+    # the smallest k with P(X <= k) >= tail, X ~ Binomial(n, 1/2), is the largest with P(X <= k - 1) < tail
+    k = int(sps.binom.ppf(tail, n, 0.5)) if n else 0
+    if k < 1:
+        return -math.inf, math.inf
+    ordered = np.sort(values)
+    return float(ordered[k - 1]), float(ordered[n - k])
+
+
+def half_width(values: np.ndarray, confidence: float) -> float:
+    """The larger distance (log ratio) from the median of ``values`` to a bound of its CI; inf without a CI."""
+    if values.size == 0:
+        return math.inf
+    low, high = median_ci(values, confidence)
+    middle = float(np.median(values))
+    return max(middle - low, high - middle)
+
+
+def judge(d: np.ndarray, *, alpha: float, confidence: float, min_effect: float) -> Paired:
+    """The verdict of per-pair log ratios ``d`` (see the module rule); ``alpha`` and ``confidence`` in (0, 1),
+    ``min_effect`` a fraction >= 0. Raises ValueError for an empty ``d``."""
+    if d.size == 0:
+        raise ValueError("judge needs at least one pair")
+    middle = float(np.median(d))
+    low, high = median_ci(d, confidence)
+    p_value = _wilcoxon(d)
+    ratio, ci = math.exp(middle), (math.exp(low), math.exp(high))
+    floor = math.log1p(min_effect)
+    verdict = Verdict.UNCHANGED
+    if p_value < alpha and low > 0 and middle >= floor:
+        verdict = Verdict.REGRESSED
+    elif p_value < alpha and high < 0 and middle <= -floor:
+        verdict = Verdict.IMPROVED
+    spread = max(middle - low, high - middle)
+    detectable = math.expm1(max(floor, spread))
+    return Paired(verdict, ratio, ci, p_value, int(d.size), detectable)
+
+
+def _wilcoxon(d: np.ndarray) -> float:
+    if d.size < 2 or not np.any(d != 0):
+        return math.nan
+    return float(sps.wilcoxon(d, alternative="two-sided").pvalue)
+
+
+def unit_log_ratios(first: Sequence[float], second: Sequence[float]) -> np.ndarray:
+    """Per unit of four rounds taken in the order A B B A: ``(ln(B_1/A_1) + ln(B_2/A_2)) / 2``, given each side's
+    rounds in time order (two per unit). Both orders of a pair occur once per unit, so an effect of going first or
+    second cancels, and so does a drift that is linear over the unit."""
+    d = log_ratios(first, second)
+    if d.size % 2:
+        raise ValueError(f"rounds of A B B A units come in twos per side, got {d.size}")
+    return (d[0::2] + d[1::2]) / 2.0

@@ -1,0 +1,17 @@
+"""The outcome of one benchmark's comparison."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+__all__ = ["Verdict"]
+
+
+class Verdict(str, Enum):
+    """The outcome for one benchmark (keyed by fullname): compared on both sides, or present on one side only."""
+
+    REGRESSED = "regressed"
+    IMPROVED = "improved"
+    UNCHANGED = "unchanged"
+    NEW = "new"
+    MISSING = "missing"

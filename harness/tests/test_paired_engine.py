@@ -1,0 +1,125 @@
+"""The paired runner's timing loop with sides whose round times are known, and the worker's round clock."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from harness.paired.engine import STOP_BUDGET, STOP_MAX, STOP_PRECISION, Budget, calibrate, iterations_for, measure
+from harness.paired.worker import RunClock
+from harness.report.paired import half_width, log_ratios
+
+
+class FakeSide:
+    """A side whose call takes ``per_call`` seconds times lognormal noise of ``sigma``; it records every request."""
+
+    def __init__(self, per_call: float, sigma: float = 0.0, seed: int = 0, delay: float = 0.0) -> None:
+        self.per_call, self.sigma, self.delay = per_call, sigma, delay
+        self.rng = np.random.default_rng(seed)
+        self.requests: list[tuple[int, bool]] = []
+
+    def time(self, iterations: int, warmup: bool = False) -> float:
+        self.requests.append((iterations, warmup))
+        time.sleep(self.delay)
+        return iterations * self.per_call * float(self.rng.lognormal(0.0, self.sigma))
+
+
+def spread(times):
+    return half_width(log_ratios(times[0], times[1]), 0.95)
+
+
+def test_calibration_sizes_rounds_to_the_target_and_its_rounds_are_warmup():
+    side = FakeSide(1e-5)
+    [per_call] = calibrate([side], round_s=0.002)
+    assert per_call == pytest.approx(1e-5)
+    assert side.requests == [(1, True), (200, True)]
+    assert iterations_for(per_call, 0.002) == 200
+    assert iterations_for(0.5, 0.002) == 1  # a call longer than a round: one call per round
+
+
+def test_rounds_alternate_a_b_b_a_and_stop_when_precise():
+    a, b = FakeSide(1e-3, 0.01, seed=1), FakeSide(1.1e-3, 0.01, seed=2)
+    order: list[str] = []
+    a_time, b_time = a.time, b.time
+    a.time = lambda n, warmup=False: order.append("A") or a_time(n, warmup)  # type: ignore[method-assign]
+    b.time = lambda n, warmup=False: order.append("B") or b_time(n, warmup)  # type: ignore[method-assign]
+    rounds = measure([a, b], [1, 1], Budget(min_rounds=8, precision=0.01, seconds=60), spread)
+    assert order[:8] == list("ABBAABBA")
+    assert rounds.stop == STOP_PRECISION and len(rounds.times[0]) == len(rounds.times[1]) >= 8
+    assert np.median(np.asarray(rounds.times[1]) / rounds.times[0]) == pytest.approx(1.1, rel=0.01)
+
+
+def test_a_noisy_benchmark_stops_when_its_budget_is_spent_and_says_so():
+    a, b = FakeSide(1e-3, 0.5, seed=3, delay=0.001), FakeSide(1e-3, 0.5, seed=4, delay=0.001)
+    started = time.perf_counter()
+    rounds = measure([a, b], [1, 1], Budget(min_rounds=8, precision=0.001, seconds=0.2), spread)
+    assert rounds.stop == STOP_BUDGET and 0.2 <= rounds.seconds < time.perf_counter() - started + 1e-3
+    assert rounds.seconds < 1.0
+
+
+def test_the_round_cap_ends_a_benchmark_that_never_gets_precise():
+    a, b = FakeSide(1e-3, 0.5, seed=5), FakeSide(1e-3, 0.5, seed=6)
+    rounds = measure([a, b], [1, 1], Budget(min_rounds=8, max_rounds=40, precision=1e-6, seconds=60), spread)
+    assert rounds.stop == STOP_MAX and len(rounds.times[0]) == 40
+
+
+def test_bad_budgets_are_refused():
+    with pytest.raises(ValueError, match="need 2 <= min_rounds <= max_rounds"):
+        Budget(min_rounds=10, max_rounds=5)
+    with pytest.raises(ValueError, match="invalid measurement budget"):
+        Budget(confidence=1.0)
+
+
+def test_the_round_clock_keeps_sleep_and_work_and_drops_nothing_else():
+    clock = RunClock()
+    start = clock.start()
+    time.sleep(0.05)
+    slept = clock.since(start)
+    assert 0.05 <= slept < 0.5  # sleeping is the benchmark's own time: it stays in
+    start = clock.start()
+    deadline = time.perf_counter() + 0.02
+    while time.perf_counter() < deadline:
+        pass
+    busy = clock.since(start)
+    assert busy <= time.perf_counter() - deadline + 0.02 + 1e-3  # never more than the wall time
+    assert clock.name in ("perf_counter - run-queue wait", "perf_counter")
+
+
+@pytest.mark.skipif(RunClock().name == "perf_counter", reason="no /proc/thread-self/schedstat: the clock is wall time")
+def test_the_round_clock_takes_out_the_time_a_cpu_hog_on_the_same_cpu_takes():
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    cpu = max(os.sched_getaffinity(0))
+    saved = os.sched_getaffinity(0)
+    clock = RunClock()
+
+    def work() -> tuple[float, float]:
+        start, wall = clock.start(), time.perf_counter()
+        total = 0
+        for i in range(2_000_000):
+            total += i & 3
+        return clock.since(start), time.perf_counter() - wall
+
+    os.sched_setaffinity(0, {cpu})
+    hog = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
+    try:
+        alone, shared = [], []
+        for _ in range(5):  # interleaved, so whatever else loads the machine hits both alike
+            hog.send_signal(signal.SIGSTOP)
+            alone.append(work())
+            hog.send_signal(signal.SIGCONT)
+            time.sleep(0.05)
+            shared.append(work())
+    finally:
+        hog.kill()
+        hog.wait()
+        os.sched_setaffinity(0, saved)
+    clock_ratio = np.median([s[0] for s in shared]) / np.median([a[0] for a in alone])
+    wall_ratio = np.median([s[1] for s in shared]) / np.median([a[1] for a in alone])
+    assert wall_ratio > 1.4  # wall time: the hog took about half of the CPU
+    assert clock_ratio < 1.2  # the round clock: the same work, about the same time

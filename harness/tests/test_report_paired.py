@@ -1,0 +1,169 @@
+"""Verdicts from paired rounds: the A/B rule, the same-moment "x limit" of stored mode, and drift over the history."""
+
+from __future__ import annotations
+
+import copy
+import math
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+import test_report_synth as synth
+from scipy import stats as sps
+
+from harness.report import Verdict, compare, parse_run
+from harness.report.paired import judge, log_ratios, median_ci
+
+ENTRY, LIMIT = "b.py::test_copy[CPU]", "b.py::test_copy_limit"
+
+
+def test_median_ci_is_the_order_statistic_interval_of_the_sign_test():
+    values = np.arange(1.0, 21.0)  # n = 20
+    low, high = median_ci(values, 0.95)
+    # the largest k with P(Binomial(20, 1/2) <= k - 1) <= 0.025 is 6 (cdf(5) = 0.0207, cdf(6) = 0.0577)
+    assert sps.binom.cdf(5, 20, 0.5) <= 0.025 < sps.binom.cdf(6, 20, 0.5)
+    assert (low, high) == (6.0, 15.0)
+    assert median_ci(np.arange(5.0), 0.95) == (-math.inf, math.inf)  # 5 values cannot reach 95%
+
+
+def test_median_ci_covers_the_true_median_at_its_level():
+    rng = np.random.default_rng(1)
+    hits = sum(low <= 0.0 <= high for low, high in (median_ci(rng.standard_normal(30), 0.95) for _ in range(2000)))
+    assert 0.94 <= hits / 2000 <= 0.985  # exact coverage at n = 30 is 1 - 2 cdf(9) = 0.957
+
+
+def paired(rng: np.random.Generator, ratio: float, count: int = 60, noise: float = 0.02) -> tuple[np.ndarray, ...]:
+    """A and B rounds of one benchmark: a machine drifting by a factor of 3 over the run, hitting both rounds of a pair
+    alike, plus independent noise; B is ``ratio`` times A."""
+    drift = np.exp(np.linspace(0.0, math.log(3.0), count))
+    a = 1e-3 * drift * rng.lognormal(0.0, noise, count)
+    return a, a * ratio * rng.lognormal(0.0, noise, count) / rng.lognormal(0.0, noise, count)
+
+
+@pytest.mark.parametrize(("ratio", "verdict"), [(1.05, Verdict.REGRESSED), (1.0, Verdict.UNCHANGED),
+                                                (1 / 1.05, Verdict.IMPROVED)])
+def test_a_b_rule_sees_5_percent_through_a_threefold_machine_drift(ratio, verdict):
+    a, b = paired(np.random.default_rng(2), ratio)
+    found = judge(log_ratios(a, b), alpha=0.01, confidence=0.95, min_effect=0.03)
+    assert found.verdict is verdict and found.pairs == 60
+    assert found.ratio == pytest.approx(ratio, rel=0.01)
+    assert found.ci[0] < found.ratio < found.ci[1] and found.ci[1] / found.ci[0] < 1.04
+    assert found.detectable == pytest.approx(0.03)  # the CI is narrower than the minimum effect
+
+
+def test_a_significant_change_below_the_minimum_effect_is_unchanged():
+    a, b = paired(np.random.default_rng(3), 1.015, count=400, noise=0.005)
+    found = judge(log_ratios(a, b), alpha=0.01, confidence=0.95, min_effect=0.03)
+    assert found.p_value < 1e-10 and found.ci[0] > 1.0
+    assert found.verdict is Verdict.UNCHANGED
+
+
+def test_too_few_pairs_give_no_verdict_and_say_nothing_was_detectable():
+    found = judge(np.full(5, math.log(1.5)), alpha=0.01, confidence=0.95, min_effect=0.03)
+    assert found.verdict is Verdict.UNCHANGED and found.ci == (0.0, math.inf) and math.isinf(found.detectable)
+
+
+def ab_runs(ratios: dict[str, float], seed: int = 0, pairing: str = "p1") -> tuple[dict, dict]:
+    """The A and B files of one A/B run of ENTRY and LIMIT; B's rounds are ``ratios[name]`` times A's."""
+    rng = np.random.default_rng(seed)
+    docs = []
+    for side in "AB":
+        doc = synth.run([])
+        doc["harness"] = {"mode": "ab", "side": side, "pairing": pairing, "ref": "main", "planted": None}
+        docs.append(doc)
+    for name in (ENTRY, LIMIT):
+        a, b = paired(rng, ratios.get(name, 1.0))
+        role = {"role": "limit", "limit": True} if name == LIMIT else {}
+        for doc, data in zip(docs, (a, b)):
+            entry = synth.benchmark(name, data, dict(role))
+            entry["options"]["stop"] = "precision"
+            doc["benchmarks"].append(entry)
+    return docs[0], docs[1]
+
+
+def test_a_b_comparison_pairs_rounds_by_index_and_only_entries_fail():
+    a, b = ab_runs({ENTRY: 1.05, LIMIT: 1.05})
+    result = compare(b, a)
+    found = {c.fullname: c for c in result.comparisons}
+    assert result.mode == "ab" and result.failed
+    assert found[ENTRY].verdict is Verdict.REGRESSED and found[ENTRY].pairs == 60 and found[ENTRY].stop == "precision"
+    assert found[LIMIT].verdict is Verdict.REGRESSED and not found[LIMIT].fails
+    assert "the same code on both sides" in found[LIMIT].note
+    assert result.counts()["regressed"] == 1 and result.counts()["moved"] == 1
+
+
+def test_files_of_different_a_b_runs_are_compared_as_stored_runs():
+    a, _ = ab_runs({}, pairing="p1")
+    _, b = ab_runs({}, seed=1, pairing="p2")
+    assert compare(b, a).mode == "stored"
+
+
+def stored_run(seed: int, machine: np.ndarray, entry_factor: float = 1.0, count: int = 100) -> dict:
+    """A stored run: ENTRY timed beside LIMIT round for round (the paired runner's record), the machine's speed
+    varying per round by ``machine`` (it hits an entry round and the limit round beside it alike)."""
+    rng = np.random.default_rng(seed)
+    limit = 1e-3 * machine * rng.lognormal(0.0, 0.02, count)
+    entry = 2e-3 * entry_factor * machine * rng.lognormal(0.0, 0.02, count)
+    paired_limit = {"fullname": LIMIT, "data": [float(x) for x in 1e-3 * machine * rng.lognormal(0.0, 0.02, count)]}
+    return synth.run([synth.benchmark(ENTRY, entry, {"paired_limit": paired_limit}),
+                      synth.benchmark(LIMIT, limit, {"role": "limit", "limit": True})])
+
+
+def test_stored_x_limit_is_a_same_moment_ratio_through_a_noisy_machine():
+    rng = np.random.default_rng(4)
+    wild = rng.lognormal(0.0, 0.5, 100)  # the machine's speed swings by +-50% from round to round
+    result = compare(stored_run(1, wild), stored_run(0, np.ones(100)))
+    [entry] = [c for c in result.comparisons if c.fullname == ENTRY]
+    assert entry.x_limit is not None and entry.x_limit.paired and entry.x_limit.ratio == pytest.approx(2.0, rel=0.02)
+    assert entry.normalized_paired and entry.normalized_ratio == pytest.approx(1.0, abs=0.02)
+    assert entry.verdict is Verdict.UNCHANGED and not result.failed
+
+
+def plant(doc: dict, fullname: str, factor: float) -> dict:
+    """A copy of the run ``doc`` with every round (and summary time) of one benchmark scaled by ``factor``."""
+    planted = copy.deepcopy(doc)
+    [record] = [b for b in planted["benchmarks"] if b["fullname"] == fullname]
+    stats = record["stats"]
+    stats["data"] = [x * factor for x in stats["data"]]
+    for key in ("min", "max", "mean", "stddev", "median", "iqr", "q1", "q3", "ld15iqr", "hd15iqr", "total"):
+        stats[key] *= factor
+    return planted
+
+
+@pytest.mark.parametrize("name", [ENTRY, LIMIT])
+def test_a_run_against_a_copy_with_one_benchmark_25_percent_slower_flags_it(name):
+    run = stored_run(0, np.ones(100))
+    assert not compare(run, run).failed and {c.verdict for c in compare(run, run).comparisons} == {Verdict.UNCHANGED}
+    result = compare(plant(run, name, 1.25), run)
+    found = {c.fullname: c.verdict for c in result.comparisons}
+    assert found == {name: Verdict.REGRESSED, ({ENTRY, LIMIT} - {name}).pop(): Verdict.UNCHANGED}
+    assert result.failed is (name == ENTRY)
+
+
+def history(factors: list[float]) -> list:
+    """Stored runs a day apart whose entry runs ``factors[i]`` times slower than at first."""
+    start = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    runs = []
+    for index, factor in enumerate(factors):
+        doc = stored_run(index, np.ones(100), entry_factor=factor)
+        doc["datetime"] = (start + timedelta(days=index)).isoformat()
+        runs.append(parse_run(doc, f"run{index}.json"))
+    return runs
+
+
+def test_a_creep_of_steps_under_the_threshold_is_a_drift_that_fails_the_run():
+    runs = history([1.04**i for i in range(7)])  # +4% a run: each step passes, +26.5% in all
+    result = compare(runs[-1], runs[-2], history=runs[:-1])
+    [entry] = [c for c in result.comparisons if c.fullname == ENTRY]
+    assert entry.verdict is Verdict.UNCHANGED and entry.fails and result.failed
+    assert entry.drift is not None and entry.drift.ratio == pytest.approx(1.04**6, rel=0.03)
+    assert (entry.drift.runs, entry.drift.first, entry.drift.last, entry.drift.measure) == (7, "run0.json", "run6.json",
+                                                                                            "x limit")
+    assert result.counts()["drifted"] == 1
+
+
+def test_a_flat_noisy_history_has_no_drift():
+    rng = np.random.default_rng(7)
+    runs = history(list(rng.lognormal(0.0, 0.03, 10)))
+    result = compare(runs[-1], runs[-2], history=runs[:-1])
+    assert all(c.drift is None for c in result.comparisons) and not result.failed
