@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from runtime_backends.cpu.device import CPUDevice
-from runtime_backends.cpu.launch import PROBE_EVERY, split_groups
+from runtime_backends.cpu.launch import PROBE_EVERY, probe_run, split_groups
 from runtime_backends.cpu.pool import THREADS_ENV, GroupPool, threads_from_env
 from runtime_core import Buffer, dtypes
 from runtime_core.ir import Kernel, KernelBuilder
@@ -29,6 +29,10 @@ def test_bad_thread_count_names_the_variable(monkeypatch, value):
     monkeypatch.setenv(THREADS_ENV, value)
     with pytest.raises(ValueError, match=rf"\$CPU_THREADS='{value}' must be an int >= 1"):
         CPUDevice()
+
+
+def test_probe_runs_thin_out():
+    assert [n for n in range(1, 70) if probe_run(n)] == [2, 4, 8, 16, 32, 48, 64]
 
 
 @pytest.mark.parametrize("groups, chunks", [(1, 8), (7, 3), (100, 8), (5, 5), (2**40 + 3, 16)])
@@ -133,5 +137,5 @@ def test_a_launch_runs_the_way_that_was_faster(tmp_path, monkeypatch, pool_delay
     runs = 4 * PROBE_EVERY
     for _ in range(runs):
         launch()
-    probes = runs // PROBE_EVERY + 2  # the re-measuring runs, and the first serial run and first pooled run
+    probes = sum(map(probe_run, range(1, runs + 1))) + 2  # re-measuring runs, the first serial and first pooled run
     assert (pool.runs <= probes) if pool_delay else (pool.runs >= runs - probes)

@@ -3,8 +3,9 @@
 A :class:`Launch` is made once per distinct validated argument set (``CPUProgram`` memoizes it) and can be replayed.
 Whether the thread pool pays is learnt by measuring: a first serial run shorter than ``POOL_MIN_S`` keeps the launch
 (and later launches of its shape) serial, since waking the workers costs tens of microseconds. A longer one makes the
-launch try the pool, then run the way that was faster on average, trying the other way again every ``PROBE_EVERY``-th
-run: on a machine whose cores other processes keep busy, the workers get little time, and a serial run wins.
+launch try the pool, then run the way that was faster on average, measuring the other way again now and then
+(``probe_run``): on a machine whose cores other processes keep busy, the workers get little time, and a serial run
+wins.
 """
 
 from __future__ import annotations
@@ -19,16 +20,22 @@ from runtime_backends.cpu.abi import FAULT_FIELDS, Signature
 from runtime_backends.cpu.memcheck import fault_error
 from runtime_backends.cpu.pool import GroupPool
 
-__all__ = ["Launch", "ForeignLaunch", "POOL_MIN_S", "CHUNKS_PER_THREAD", "split_groups"]
+__all__ = ["Launch", "ForeignLaunch", "POOL_MIN_S", "PROBE_EVERY", "CHUNKS_PER_THREAD", "probe_run", "split_groups"]
 
 POOL_MIN_S = 200e-6
 """A launch whose serial run takes at least this many seconds tries the thread pool."""
 PROBE_EVERY = 16
-"""Every this many runs, a launch that may use the pool runs the way it currently finds slower, to measure it again."""
+"""A launch that may use the pool runs the way it currently finds slower at its runs 2, 4, 8 and then every this many
+runs, to measure it again (``probe_run``)."""
 CHUNKS_PER_THREAD = 16
 """Chunks per pool thread: more chunks than threads keep every thread busy when other processes load some cores."""
 
 _Fault = ctypes.c_longlong * len(FAULT_FIELDS)
+
+
+def probe_run(n: int) -> bool:
+    """Whether run ``n`` (counted from 1 since the pool became an option) measures the currently slower way."""
+    return n >= 2 and (n & (n - 1) == 0 if n < PROBE_EVERY else n % PROBE_EVERY == 0)
 
 
 def split_groups(groups: int, chunks: int) -> list[tuple[int, int]]:
@@ -98,6 +105,7 @@ class Launch:
     def _use_pool(self, pool: GroupPool) -> None:
         ranges = split_groups(self.groups, CHUNKS_PER_THREAD * pool.threads)
         self.chunks = [self._block(r) for r in ranges]
+        pool.start()  # now, so that starting threads does not count against the first pooled run
 
     def __call__(self, wait: bool = False) -> float | None:
         """Run the launch; the elapsed seconds when ``wait``, else None. Raises ``OutOfBoundsError`` (checked)."""
@@ -133,7 +141,7 @@ class Launch:
             return False
         self._runs += 1
         faster = self._seconds[True] <= self._seconds[False]
-        return faster != (self._runs % PROBE_EVERY == 0)
+        return faster != probe_run(self._runs)
 
     def _learn(self, pooled: bool, elapsed: float) -> None:
         if self.undecided:
