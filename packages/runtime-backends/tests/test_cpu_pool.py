@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
 
 from runtime_backends.cpu.device import CPUDevice
-from runtime_backends.cpu.launch import split_groups
+from runtime_backends.cpu.launch import PROBE_EVERY, probe_run, split_groups
 from runtime_backends.cpu.pool import THREADS_ENV, GroupPool, threads_from_env
 from runtime_core import Buffer, dtypes
 from runtime_core.ir import Kernel, KernelBuilder
@@ -28,6 +29,10 @@ def test_bad_thread_count_names_the_variable(monkeypatch, value):
     monkeypatch.setenv(THREADS_ENV, value)
     with pytest.raises(ValueError, match=rf"\$CPU_THREADS='{value}' must be an int >= 1"):
         CPUDevice()
+
+
+def test_probe_runs_thin_out():
+    assert [n for n in range(1, 70) if probe_run(n)] == [2, 4, 8, 16, 32, 48, 64]
 
 
 @pytest.mark.parametrize("groups, chunks", [(1, 8), (7, 3), (100, 8), (5, 5), (2**40 + 3, 16)])
@@ -95,3 +100,42 @@ def test_results_are_identical_with_one_and_many_threads(tmp_path, monkeypatch):
     z, y, x = np.meshgrid(np.arange(3), np.arange(10), np.arange(148), indexing="ij")
     np.testing.assert_array_equal(results[1], (x * 1000003 + y * 10007 + z * 101).ravel())
     np.testing.assert_array_equal(results[4], results[1])
+
+
+class _CountingPool(GroupPool):
+    """A pool that adds ``delay`` seconds to every run and counts its runs."""
+
+    def __init__(self, threads: int, delay: float) -> None:
+        super().__init__(threads)
+        self.delay, self.runs = delay, 0
+
+    def run(self, fn, chunks) -> None:
+        self.runs += 1
+        time.sleep(self.delay)
+        super().run(fn, chunks)
+
+
+@pytest.mark.parametrize("pool_delay, serial_delay", [(0.02, 0.0), (0.0, 0.02)], ids=["slow-pool", "slow-serial"])
+def test_a_launch_runs_the_way_that_was_faster(tmp_path, monkeypatch, pool_delay, serial_delay):
+    """A pool slowed by other processes (here: 20 ms more per run) loses to serial runs, apart from a re-measuring run
+    every PROBE_EVERY runs; when serial runs are the slow ones, the pool wins."""
+    monkeypatch.setenv("RUNTIME_CACHE_DB", str(tmp_path / "cache.db"))
+    monkeypatch.setattr("runtime_backends.cpu.launch.POOL_MIN_S", 0.0)
+    dev = CPUDevice()
+    dev.pool = pool = _CountingPool(2, pool_delay)
+    kernel = ids_kernel()
+    prg = dev.runtime(kernel.name, dev.compiler.compile_cached(dev.renderer.render(kernel)))
+    out = Buffer.from_numpy("CPU", np.zeros(148 * 10 * 3, np.int32))
+    launch = prg.bind(out.opaque, global_size=kernel.global_size, local_size=kernel.local_size)
+    kernel_fn = launch.fn
+
+    def call(block):  # a serial run is the call on the whole range; the pool calls the function on chunks
+        if block is launch.block:
+            time.sleep(serial_delay)
+        kernel_fn(block)
+    launch.fn = call
+    runs = 4 * PROBE_EVERY
+    for _ in range(runs):
+        launch()
+    probes = sum(map(probe_run, range(1, runs + 1))) + 2  # re-measuring runs, the first serial and first pooled run
+    assert (pool.runs <= probes) if pool_delay else (pool.runs >= runs - probes)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import gc
 import shutil
 import weakref
@@ -9,7 +10,7 @@ import weakref
 import numpy as np
 import pytest
 
-from runtime_backends.cpu.allocator import CPUAllocator
+from runtime_backends.cpu.allocator import CPUAllocator, HostPointer
 from runtime_backends.cpu.compiler import ClangCompiler, CompilerNotFoundError
 from runtime_backends.cpu.device import CPUDevice
 from runtime_backends.cpu.program import CPUProgram
@@ -117,6 +118,22 @@ def test_each_launch_runs_with_its_own_arguments(cc):
         assert list(out[:n]) == [t + 1000 * v for t in range(n)] and not out[n:].any()
 
 
+def test_repeated_argument_objects_still_launch_what_they_hold_now(cc):
+    """The same size tuple with other buffers, and a size list mutated between calls, launch their current values."""
+    prg = load(cc, thread_ids_kernel())
+    outs = [np.zeros(8, np.int32) for _ in range(2)]
+    sizes = np.zeros(6, np.int32)
+    gs, vals = (4,), (5,)
+    for out in outs:
+        prg(out.ctypes.data, sizes.ctypes.data, global_size=gs, vals=vals)
+    assert all(list(out[:4]) == [t + 5000 for t in range(4)] for out in outs)
+    shape = [2]
+    for n in (2, 8):
+        shape[0] = n
+        prg(outs[0].ctypes.data, sizes.ctypes.data, global_size=shape, vals=vals)
+        assert sizes[0] == n
+
+
 def test_bind_validates_once_and_replays(cc):
     prg = load(cc, thread_ids_kernel())
     out, sizes = np.zeros(8, np.int32), np.zeros(6, np.int32)
@@ -210,3 +227,14 @@ def test_missing_compiler_fails_to_open_with_the_reason(monkeypatch):
     monkeypatch.setenv("CC", "no-such-cc-for-tests")
     with pytest.raises(CompilerNotFoundError, match="no-such-cc-for-tests.*apt-get install clang"):
         CPUDevice()
+
+
+def test_buffer_handles_are_addresses_that_know_their_size():
+    buf = Buffer("CPU", 16, dtypes.float32).allocate()
+    view = buf.view(4, dtypes.float32, 8)
+    ptr = buf.opaque
+    assert isinstance(ptr, HostPointer) and isinstance(ptr, int) and ptr.nbytes == 64
+    assert int(view.opaque) == int(ptr) + 8 and view.opaque.nbytes == 16
+    assert buf.view(2, dtypes.float32, 0).opaque.nbytes == 8  # a smaller view at offset 0 has its own size
+    again = copy.copy(ptr)
+    assert (int(again), again.nbytes) == (int(ptr), 64) and bytes(again.memory) == bytes(ptr.memory)

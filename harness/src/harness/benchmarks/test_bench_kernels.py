@@ -4,7 +4,10 @@
   ``numpy.add(a, b, out=c)``;
 * row sums of a 4096 x 4096 float32 matrix, one thread per row with a serial RANGE + ACC loop: elements/s; limit
   ``numpy.sum(x, axis=1)``;
-* naive matmul of 1024 x 1024 float32: GFLOP/s (2 n**3 flops); limit ``numpy.matmul`` (BLAS).
+* naive matmul of 1024 x 1024 float32: GFLOP/s (2 n**3 flops); limit ``numpy.matmul`` (BLAS), on one thread and on
+  all cores of the process (threadpoolctl raises BLAS's threads for that entry only);
+* on CPU, the matmul written for CPUs (``harness.kernels.matmul.blocked_matmul_kernel``: 8 x 32 register blocks of FMAs)
+  and the add, each on one thread and on all cores (a CPU device opened with ``CPU_THREADS``), in the same groups.
 
 The PYTHON backend interprets the IR with numpy, materializing one array of every thread's value per op: at 16M
 elements an add took about 4.8 s a round on the 2-core reference machine and a 1024 matmul would take over 15 s
@@ -17,16 +20,23 @@ Every kernel's output is checked once against numpy before timing, so a broken k
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
 
 from harness.assertions import assert_close
 from harness.benchmarks.kernels import add_kernel, matmul_kernel, row_sum_kernel
 from harness.benchmarks.measure import HOST, MakeBuffer, launcher, load, probe, record_rate, run
+from harness.kernels.matmul import blocked_matmul_kernel
+from runtime_backends.cpu.device import CPUDevice
+from runtime_backends.cpu.pool import THREADS_ENV
 from runtime_core.dtype import dtypes
+from runtime_core.ir import Kernel
+from runtime_core.program import Program
 
 ADD_N = 16 * 2**20
 ROWS = COLS = 4096
@@ -39,6 +49,16 @@ REDUCED = {"PYTHON": {"add_n": 2**22, "matmul_n": 256}}  # see the module docstr
 SUM_RTOL = COLS * 2.0**-24 * 1.01
 DOT_RTOL = (MATMUL_N + 1) * 2.0**-24 * 1.01
 ROWSUM_GROUP = f"kernel-rowsum-float32-{ROWS}x{COLS}"
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+THREADS = [pytest.param(1, id="1thread"), pytest.param(CORES, id=f"{CORES}threads")]
+BLOCK_ROWS, BLOCK_COLS, BLOCK_UNROLL = 8, 32, 4  # 16 AVX-512 (or 32 AVX2) accumulators; the k loop unrolled 4 times
+
+
+def _cpu_program(monkeypatch: pytest.MonkeyPatch, threads: int, kernel: Kernel) -> Program:
+    """``kernel`` on a CPU device of its own whose launches use ``threads`` threads (``CPU_THREADS``)."""
+    monkeypatch.setenv(THREADS_ENV, str(threads))
+    dev = CPUDevice()
+    return dev.runtime(kernel.name, dev.compiler.compile(dev.renderer.render(kernel)))
 
 
 def _size(device: str, key: str, full: int) -> int:
@@ -70,6 +90,21 @@ def test_add(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np.ra
     assert_close(bufs[2].numpy(), a + b, dtypes.float32)
     run(benchmark, launch, t)
     record_rate(benchmark, device, {"GB/s": 12 * n / 1e9, "elements/s": n}, elements=n, size_bytes=12 * n)
+
+
+@pytest.mark.backends("CPU")
+@pytest.mark.benchmark(group=_add_group(ADD_N))
+def test_add_cpu_one_thread(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np.random.Generator,
+                            monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = rng.random(ADD_N, dtype=np.float32), rng.random(ADD_N, dtype=np.float32)
+    kernel = add_kernel(ADD_N)
+    bufs = [device_buffers(a), device_buffers(b), device_buffers(ADD_N, dtypes.float32)]
+    launch = launcher(_cpu_program(monkeypatch, 1, kernel), kernel, bufs)
+    _, t = probe(launch)
+    assert_close(bufs[2].numpy(), a + b, dtypes.float32)
+    run(benchmark, launch, t)
+    record_rate(benchmark, device, {"GB/s": 12 * ADD_N / 1e9, "elements/s": ADD_N}, elements=ADD_N,
+                size_bytes=12 * ADD_N, threads=1)
 
 
 @pytest.mark.parametrize("n", _sizes("add_n", ADD_N, _add_group))
@@ -118,6 +153,23 @@ def test_matmul(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np
     record_rate(benchmark, device, {"GFLOP/s": 2 * n**3 / 1e9}, shape=[n, n, n])
 
 
+@pytest.mark.backends("CPU")
+@pytest.mark.benchmark(group=_matmul_group(MATMUL_N))
+@pytest.mark.parametrize("threads", THREADS)
+def test_matmul_blocked_cpu(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np.random.Generator,
+                            monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
+    n = MATMUL_N
+    a, b = rng.random((n, n), dtype=np.float32), rng.random((n, n), dtype=np.float32)
+    kernel = blocked_matmul_kernel(n, n, n, BLOCK_ROWS, BLOCK_COLS, BLOCK_UNROLL)
+    bufs = [device_buffers(a), device_buffers(b), device_buffers(n * n, dtypes.float32)]
+    launch = launcher(_cpu_program(monkeypatch, threads, kernel), kernel, bufs)
+    _, t = probe(launch)
+    assert_close(bufs[2].numpy(), (a.astype(np.float64) @ b).ravel(), dtypes.float32, rtol=DOT_RTOL)
+    run(benchmark, launch, t)
+    record_rate(benchmark, device, {"GFLOP/s": 2 * n**3 / 1e9}, shape=[n, n, n], threads=threads,
+                block=f"{BLOCK_ROWS}x{BLOCK_COLS}, k unrolled {BLOCK_UNROLL}x")
+
+
 @pytest.mark.parametrize("n", _sizes("matmul_n", MATMUL_N, _matmul_group))
 @pytest.mark.bench_role("limit", reference="numpy.matmul (BLAS)")
 def test_matmul_limit_numpy(benchmark: Any, rng: np.random.Generator, n: int) -> None:
@@ -125,4 +177,16 @@ def test_matmul_limit_numpy(benchmark: Any, rng: np.random.Generator, n: int) ->
     c = np.ones_like(a)
     _, t = probe(lambda: np.matmul(a, b, out=c))
     run(benchmark, lambda: np.matmul(a, b, out=c), t)
-    record_rate(benchmark, HOST, {"GFLOP/s": 2 * n**3 / 1e9}, shape=[n, n, n])
+    record_rate(benchmark, HOST, {"GFLOP/s": 2 * n**3 / 1e9}, shape=[n, n, n], threads=1)
+
+
+@pytest.mark.benchmark(group=_matmul_group(MATMUL_N))
+@pytest.mark.bench_role("limit", reference=f"numpy.matmul (BLAS, {CORES} threads)")
+def test_matmul_limit_numpy_all_threads(benchmark: Any, rng: np.random.Generator) -> None:
+    n = MATMUL_N
+    a, b = rng.random((n, n), dtype=np.float32), rng.random((n, n), dtype=np.float32)
+    c = np.ones_like(a)
+    with threadpool_limits(limits=CORES, user_api="blas"):
+        _, t = probe(lambda: np.matmul(a, b, out=c))
+        run(benchmark, lambda: np.matmul(a, b, out=c), t)
+    record_rate(benchmark, HOST, {"GFLOP/s": 2 * n**3 / 1e9}, shape=[n, n, n], threads=CORES)

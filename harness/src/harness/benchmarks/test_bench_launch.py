@@ -1,11 +1,14 @@
 """Launch latency: calling a loaded program of the empty kernel (no parameters, no ops) with ``wait=True`` and
-``wait=False``; the program is compiled and loaded once, outside the timed part. Limit: a ctypes call of libc's
-``labs`` (the floor of any Python -> native call). Unit: us/call."""
+``wait=False``, and replaying a launch prebound with ``program.bind(...)`` where the backend has it (CPU); the program
+is compiled and loaded once, outside the timed part. Limit: a ctypes call of libc's ``labs`` (the floor of any
+Python -> native call; one argument, as the CPU backend's call of a kernel, which takes one pointer to its argument
+block). Unit: us/call."""
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 from typing import Any
 
 import pytest
@@ -27,6 +30,21 @@ def test_launch_empty(benchmark: Any, device: str, wait: bool) -> None:
         pytest.fail(f"{device}: launch with wait={wait} returned {result!r}")
     run(benchmark, launch, t)
     record_time(benchmark, device, "us/call", wait=wait)
+
+
+@pytest.mark.benchmark(group=GROUP)
+@pytest.mark.parametrize("wait", [True, False], ids=["wait", "nowait"])
+def test_launch_empty_prebound(benchmark: Any, device: str, wait: bool) -> None:
+    kernel = empty_kernel()
+    program = load(device, kernel)
+    if not hasattr(program, "bind"):
+        pytest.skip(f"{device} programs have no bind(): launches cannot be prebound")
+    launch = program.bind(global_size=kernel.global_size, local_size=kernel.local_size)
+    result, t = probe(lambda: launch(wait))
+    if not (isinstance(result, float) and result >= 0 if wait else result is None):
+        pytest.fail(f"{device}: prebound launch with wait={wait} returned {result!r}")
+    run(benchmark, functools.partial(launch, True) if wait else launch, t)
+    record_time(benchmark, device, "us/call", wait=wait, prebound=True)
 
 
 @pytest.mark.benchmark(group=GROUP)

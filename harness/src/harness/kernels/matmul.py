@@ -1,4 +1,5 @@
-"""Matrix multiply C[M, N] = A[M, K] @ B[K, N] (row-major): naive, tiled through local memory, register-tiled.
+"""Matrix multiply C[M, N] = A[M, K] @ B[K, N] (row-major): naive, tiled through local memory, register-tiled, and
+blocked for CPUs (register blocks of FMAs over contiguous rows of B, which compilers vectorize).
 
 Float references are float64 products rounded to float32, checked with an absolute tolerance that covers the kernels'
 own summation order; int32 references are exact and wrap modulo 2**32.
@@ -14,7 +15,7 @@ from harness.kernels.semantics import wrap
 from runtime_core.dtype import DType, dtypes
 from runtime_core.ir import Kernel, KernelBuilder, UOp
 
-__all__ = ["matmul_cases", "M", "N", "K", "TILE", "REG"]
+__all__ = ["matmul_cases", "blocked_matmul_kernel", "M", "N", "K", "TILE", "REG"]
 
 M, N, K = 24, 16, 40  # multiples of TILE and REG
 TILE = 8              # local-memory tile edge (TILE x TILE threads per group)
@@ -72,6 +73,47 @@ def _register_tiled(dt: DType) -> Kernel:
     return kb.build()
 
 
+def blocked_matmul_kernel(m: int, n: int, k: int, rows: int = 8, cols: int = 32, unroll: int = 1,
+                          name: str = "matmul_blocked_float32") -> Kernel:
+    """``C[m, n] = A[m, k] @ B[k, n]`` (row-major float32) written for CPUs: register blocking and FMA.
+
+    Thread ``(x, y)`` (``n / cols`` by ``m / rows`` groups of one thread) computes the ``rows x cols`` block of C at row
+    ``y * rows``, column ``x * cols``, in ``rows * cols`` accumulators. Each step of ``k`` loads ``rows`` values of A
+    and ``cols`` consecutive values of B's row ``k``, then does ``rows * cols`` FMAs, so every loaded value is used
+    ``cols`` (A) or ``rows`` (B) times; compilers turn the consecutive B loads into vector loads and the accumulators
+    into vector registers. The k loop is unrolled ``unroll`` times. Each C element is one chain of k FMAs in order, so
+    results are the same for any thread count.
+
+    Raises ``ValueError`` unless ``rows`` divides ``m``, ``cols`` divides ``n``, ``unroll`` divides ``k`` and the
+    matrices fit int32 indexing.
+    """
+    for what, size, tile in (("m", m, rows), ("n", n, cols), ("k", k, unroll)):
+        if tile < 1 or size < 1 or size % tile:
+            raise ValueError(f"{what}={size} must be a positive multiple of its tile {tile}")
+    if max(m * k, k * n, m * n) > 2**31 - 1:
+        raise ValueError(f"{m}x{k} @ {k}x{n} does not fit int32 indices")
+    f32 = dtypes.float32
+    kb = KernelBuilder(name, (n // cols, m // rows))
+    a, b, c = kb.buffer(f32), kb.buffer(f32), kb.buffer(f32)
+    row0, col0 = kb.mul(kb.special("group", 1), rows), kb.mul(kb.special("group", 0), cols)
+    a_rows = [kb.mul(kb.add(row0, r), k) for r in range(rows)]
+    accs = [[kb.acc(0.0, f32) for _ in range(cols)] for _ in range(rows)]
+    with kb.range(0, k // unroll) as step:
+        for u in range(unroll):
+            kk = kb.add(kb.mul(step, unroll), u)
+            b_row = kb.add(kb.mul(kk, n), col0)
+            av = [kb.load(a, kb.add(a_rows[r], kk)) for r in range(rows)]
+            bv = [kb.load(b, kb.add(b_row, s)) for s in range(cols)]
+            for r in range(rows):
+                for s in range(cols):
+                    kb.assign(accs[r][s], kb.fma(av[r], bv[s], accs[r][s]))
+    for r in range(rows):
+        c_row = kb.add(kb.mul(kb.add(row0, r), n), col0)
+        for s in range(cols):
+            kb.store(c, kb.add(c_row, s), accs[r][s])
+    return kb.build()
+
+
 def _inputs(dt: DType):
     def make(rng: np.random.Generator) -> list[np.ndarray]:
         if dt.is_float:
@@ -97,8 +139,10 @@ def _case(kernel: Kernel, dt: DType, needs_local: bool = False) -> KernelCase:
 
 
 def matmul_cases() -> list[KernelCase]:
-    """Naive and register-tiled (float32, int32) run everywhere; the local-memory tiled ones need has_local."""
+    """Naive and register-tiled (float32, int32) run everywhere; the local-memory tiled ones need has_local; the
+    CPU-blocked one (float32, FMA) runs everywhere too, with small tiles."""
     out = []
     for dt in (dtypes.float32, dtypes.int32):
         out += [_case(_naive(dt), dt), _case(_register_tiled(dt), dt), _case(_tiled_local(dt), dt, needs_local=True)]
-    return out
+    blocked = blocked_matmul_kernel(M, N, K, rows=4, cols=8, unroll=2)
+    return out + [_case(blocked, dtypes.float32)]

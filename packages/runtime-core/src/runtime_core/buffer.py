@@ -14,12 +14,19 @@ from runtime_core.sink import CopyinSink, CopySink, HostSink
 
 __all__ = ["Buffer"]
 
+_UINT8 = np.dtype(np.uint8)
+
 
 def _byteview(data: Any, dtype: DType, what: str) -> memoryview:
     """A flat byte view of bytes-like ``data`` or of a numpy array of ``dtype`` (or uint8, taken as raw bytes).
 
     Non-contiguous numpy sources are copied; a non-contiguous memoryview is refused (``ValueError``).
     """
+    if type(data) is np.ndarray and (data.dtype is _UINT8 or data.dtype == dtype.np):
+        try:  # the quick way for C-contiguous arrays whose dtype the buffer protocol can describe
+            return data.data.cast("B")
+        except (TypeError, ValueError):
+            pass
     if isinstance(data, np.ndarray):
         if data.dtype != dtype.np and data.dtype != np.uint8:
             raise ValueError(f"{what}: numpy array has dtype {data.dtype}, the buffer holds {dtype.name}; convert it "
@@ -163,11 +170,12 @@ class Buffer:
 
     def copyin(self, data: Any) -> Buffer:
         """Copy host ``data`` (bytes-like or numpy array) of exactly :attr:`nbytes` bytes into the buffer."""
-        self._require_allocated("copy into")
+        if self._opaque is None or self.base is not None:
+            self._require_allocated("copy into")
         src = _byteview(data, self.dtype, "copyin")
-        if src.nbytes != self.nbytes:
+        if src.nbytes != self.size * self.dtype.itemsize:
             raise ValueError(f"copyin size mismatch: buffer holds {self.nbytes} bytes, host data has {src.nbytes} bytes")
-        self.allocator._copyin(self._opaque, src)
+        (self._dev or self.dev).allocator._copyin(self._opaque, src)
         return self
 
     def copyout(self, dest: Any) -> memoryview:
@@ -176,16 +184,17 @@ class Buffer:
         ``dest`` is bytearray, a writable memoryview or a C-contiguous numpy array of the buffer's dtype (or uint8);
         ``ValueError`` for a read-only, non-contiguous or wrongly sized destination (nothing is written then).
         """
-        self._require_allocated("copy out of")
+        if self._opaque is None or self.base is not None:
+            self._require_allocated("copy out of")
         if isinstance(dest, np.ndarray) and not dest.flags.c_contiguous:
             raise ValueError("copyout destination must be C-contiguous (a non-contiguous array would receive a copy, "
                              "not the data); copy into numpy.empty(...) and assign from it")
         dst = _byteview(dest, self.dtype, "copyout")
         if dst.readonly:
             raise ValueError("copyout destination is read-only")
-        if dst.nbytes != self.nbytes:
+        if dst.nbytes != self.size * self.dtype.itemsize:
             raise ValueError(f"copyout size mismatch: buffer holds {self.nbytes} bytes, destination has {dst.nbytes} bytes")
-        dev = self.dev
+        dev = self._dev or self.dev
         if not dev.allocator.copyout_orders:
             dev.synchronize()
         dev.allocator._copyout(dst, self._opaque)

@@ -8,6 +8,7 @@ import logging
 import os
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import platformdirs
@@ -53,7 +54,9 @@ class Compiler:
     Subclasses implement :meth:`compile` and :meth:`identity`. :meth:`compile_cached` memoizes ``compile`` in a sqlite3
     database shared by all processes of the user; the key is a sha256 of ``cachekey``, :meth:`identity` (compiler path,
     version, flags and target) and the source. A missing, locked, corrupt or unreadable cache is logged and bypassed
-    (the source is compiled), never fatal. ``cachekey=None`` disables caching for this compiler.
+    (the source is compiled), never fatal. ``cachekey=None`` disables caching for this compiler. Each thread also keeps
+    the entries it has read or written in memory while no other connection changes the database (``PRAGMA
+    data_version``), so a repeated hit costs less than one SELECT.
     """
 
     def __init__(self, cachekey: str | None = None) -> None:
@@ -84,34 +87,57 @@ class Compiler:
             raise TypeError(f"source must be a str, got {type(src).__name__}")
         if self.cachekey is None or not cache_enabled():
             return self.compile(src)
-        key = self.cache_key(src)
-        if (lib := _cache_get(key)) is not None:
+        memo_key = (self.cachekey, self.identity(), src)
+        if (lib := _cache_get(memo_key, self.cache_key)) is not None:
             return lib
         lib = self.compile(src)
-        _cache_put(key, lib)
+        _cache_put(memo_key, self.cache_key(src), lib)
         return lib
+
+
+MemoKey = tuple[str, str, str]
+"""(cachekey, identity, source): what an entry is compiled from, before hashing."""
+_MEMO_ENTRIES = 4096
 
 
 class _Connections(threading.local):
     """One sqlite connection per thread (sqlite3 connections are not shared across threads), reopened after a fork or
     when ``$RUNTIME_CACHE_DB`` points elsewhere. Keeping it open saves the connect, PRAGMA and CREATE TABLE of every
-    lookup and the WAL checkpoint that closing the last connection runs."""
+    lookup and the WAL checkpoint that closing the last connection runs.
 
-    key: tuple[int, Path] | None = None
+    ``memo`` keeps the entries this thread has read or written, by :data:`MemoKey`, so a hit needs neither the sha256
+    of the source nor the blob's transfer and digest. It is valid while ``PRAGMA data_version`` is unchanged: sqlite
+    changes that number when another connection (or process) commits to the database, and the memo is then dropped.
+    """
+
+    key: tuple[int, str | None] | None = None
     conn: sqlite3.Connection | None = None
+    version: int | None = None
+
+    def __init__(self) -> None:
+        self.memo: dict[MemoKey, bytes] = {}
 
     def get(self) -> sqlite3.Connection:
-        key = (os.getpid(), cache_path())
+        key = (os.getpid(), os.environ.get(CACHE_ENV))
         if self.conn is None or self.key != key:
-            self.conn, self.key = _connect(key[1]), key  # a connection from the parent process is abandoned, not closed
+            # a connection from the parent process is abandoned, not closed
+            self.conn, self.key, self.version, self.memo = _connect(cache_path()), key, None, {}
         return self.conn
+
+    def current_memo(self, conn: sqlite3.Connection) -> dict[MemoKey, bytes]:
+        """The memo, emptied first when another connection has changed the database since it was filled."""
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        if version != self.version or len(self.memo) > _MEMO_ENTRIES:
+            self.memo, self.version = {}, version
+        return self.memo
 
     def drop(self) -> None:
         """Forget the connection after an error, so the next lookup reconnects."""
         if self.conn is not None and self.key is not None and self.key[0] == os.getpid():
             with contextlib.suppress(sqlite3.Error):
                 self.conn.close()
-        self.conn = self.key = None
+        self.conn = self.key = self.version = None
+        self.memo = {}
 
 
 _connections = _Connections()
@@ -130,9 +156,15 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def _cache_get(key: str) -> bytes | None:
+def _cache_get(memo_key: MemoKey, cache_key: Callable[[str], str]) -> bytes | None:
+    """The intact entry of ``memo_key`` (from the memo, else the database by ``cache_key(source)``), or None."""
     try:
-        row = _connections.get().execute("SELECT digest, lib FROM compiled WHERE key = ?", (key,)).fetchone()
+        conn = _connections.get()
+        memo = _connections.current_memo(conn)
+        if (lib := memo.get(memo_key)) is not None:
+            return lib
+        key = cache_key(memo_key[2])
+        row = conn.execute("SELECT digest, lib FROM compiled WHERE key = ?", (key,)).fetchone()
     except (sqlite3.Error, OSError) as e:
         _connections.drop()
         log.warning("compile cache %s unreadable (%s); compiling without it", cache_path(), e)
@@ -143,13 +175,15 @@ def _cache_get(key: str) -> bytes | None:
     if not isinstance(lib, bytes) or hashlib.sha256(lib).hexdigest() != digest:
         log.warning("compile cache entry %s is corrupt; recompiling", key[:12])
         return None
-    return bytes(lib)
+    memo[memo_key] = lib = bytes(lib)
+    return lib
 
 
-def _cache_put(key: str, lib: bytes) -> None:
+def _cache_put(memo_key: MemoKey, key: str, lib: bytes) -> None:
     try:
         _connections.get().execute("INSERT OR REPLACE INTO compiled (key, digest, lib) VALUES (?, ?, ?)",
                                    (key, hashlib.sha256(lib).hexdigest(), lib))
+        _connections.memo[memo_key] = lib  # our own commit leaves data_version as it is
     except (sqlite3.Error, OSError) as e:
         _connections.drop()
         log.warning("compile cache %s not writable (%s); result not cached", cache_path(), e)

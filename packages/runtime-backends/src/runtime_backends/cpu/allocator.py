@@ -25,25 +25,22 @@ class HostPointer(int):
     """A host address (an ``int``, what C and ctypes take) that also knows ``nbytes``, the size of the memory behind it.
 
     It is the opaque handle of a CPU buffer: programs take it as an address, and checked kernels (``CPU_MEMCHECK``) take
-    the buffer's size from it. ``memory`` is a memoryview of the ``nbytes`` bytes, made once, for copies.
+    the buffer's size from it. ``memory`` is a memoryview of the ``nbytes`` bytes, for copies (valid while allocated).
     """
 
     nbytes: int
+    memory: memoryview
 
     def __new__(cls, address: int, nbytes: int) -> HostPointer:
         ptr = super().__new__(cls, address)
-        ptr.nbytes = nbytes
+        ptr.nbytes, ptr.memory = nbytes, _byte_view(address, nbytes)
         return ptr
 
     def __repr__(self) -> str:
         return f"HostPointer({int(self):#x}, nbytes={self.nbytes})"
 
-    @property
-    def memory(self) -> memoryview:
-        view = self.__dict__.get("_memory")
-        if view is None:
-            view = self.__dict__["_memory"] = _byte_view(self, self.nbytes)
-        return view
+    def __reduce__(self) -> tuple[type[HostPointer], tuple[int, int]]:
+        return HostPointer, (int(self), self.nbytes)  # copy/pickle rebuild the view instead of copying it
 
 
 def _byte_view(address: int, nbytes: int) -> memoryview:
@@ -51,7 +48,7 @@ def _byte_view(address: int, nbytes: int) -> memoryview:
 
 
 def _bytes_at(ptr: int, nbytes: int) -> memoryview:
-    """``nbytes`` bytes at ``ptr``: the handle's cached view when it covers exactly those, else a new view."""
+    """``nbytes`` bytes at ``ptr``: the handle's view when it covers exactly those, else a new view."""
     if type(ptr) is HostPointer and ptr.nbytes == nbytes:
         return ptr.memory
     return _byte_view(ptr, nbytes)

@@ -1,31 +1,41 @@
 """Validated CPU launches: the argument block of a call (``abi``), run serially or split over the device's thread pool.
 
 A :class:`Launch` is made once per distinct validated argument set (``CPUProgram`` memoizes it) and can be replayed.
-Whether a launch shape is worth the thread pool is learnt from its first run: a serial run that took at least
-``POOL_MIN_S`` makes this and later launches of the same shape run in chunks on the pool, because waking the workers
-costs tens of microseconds, more than a small launch takes.
+Whether the thread pool pays is learnt by measuring: a first serial run shorter than ``POOL_MIN_S`` keeps the launch
+(and later launches of its shape) serial, since waking the workers costs tens of microseconds. A longer one makes the
+launch try the pool, then run the way that was faster on average, measuring the other way again now and then
+(``probe_run``): on a machine whose cores other processes keep busy, the workers get little time, and a serial run
+wins.
 """
 
 from __future__ import annotations
 
 import ctypes
 import math
-import time
 from collections.abc import Callable, Sequence
+from time import perf_counter
 from typing import Any
 
 from runtime_backends.cpu.abi import FAULT_FIELDS, Signature
 from runtime_backends.cpu.memcheck import fault_error
 from runtime_backends.cpu.pool import GroupPool
 
-__all__ = ["Launch", "ForeignLaunch", "POOL_MIN_S", "CHUNKS_PER_THREAD", "split_groups"]
+__all__ = ["Launch", "ForeignLaunch", "POOL_MIN_S", "PROBE_EVERY", "CHUNKS_PER_THREAD", "probe_run", "split_groups"]
 
 POOL_MIN_S = 200e-6
-"""A launch whose serial run takes at least this many seconds runs on the thread pool from then on."""
+"""A launch whose serial run takes at least this many seconds tries the thread pool."""
+PROBE_EVERY = 16
+"""A launch that may use the pool runs the way it currently finds slower at its runs 2, 4, 8 and then every this many
+runs, to measure it again (``probe_run``)."""
 CHUNKS_PER_THREAD = 16
 """Chunks per pool thread: more chunks than threads keep every thread busy when other processes load some cores."""
 
 _Fault = ctypes.c_longlong * len(FAULT_FIELDS)
+
+
+def probe_run(n: int) -> bool:
+    """Whether run ``n`` (counted from 1 since the pool became an option) measures the currently slower way."""
+    return n >= 2 and (n & (n - 1) == 0 if n < PROBE_EVERY else n % PROBE_EVERY == 0)
 
 
 def split_groups(groups: int, chunks: int) -> list[tuple[int, int]]:
@@ -56,13 +66,16 @@ class Launch:
         sig, bufs, vals, gs, ls: the kernel's signature and the validated arguments (sizes padded to 3 dims).
         sizes: byte sizes of the buffers (checked kernels only).
         pool: the device's thread pool, or None to run serially.
-        parallel: whether this shape runs on the pool; None: not known yet (decided by the first run, then reported to
-            ``on_decided(parallel)``).
+        parallel: whether launches of this shape are long enough to try the pool; None: not known yet (learnt from
+            the first run and reported to ``on_decided(parallel)``).
 
     Attributes:
-        direct: True when a run is just ``fn(block)`` (serial, unchecked, decided): callers may make that call
+        direct: True when a run is just ``fn(block)`` (serial for good, unchecked): callers may make that call
             themselves.
     """
+
+    __slots__ = ("name", "fn", "sig", "_args", "groups", "pool", "faults", "block", "chunks", "undecided", "on_decided",
+                 "direct", "_seconds", "_runs")
 
     def __init__(self, name: str, fn: Any, sig: Signature, bufs: Sequence[int], vals: Sequence[int],
                  gs: Sequence[int], ls: Sequence[int], sizes: Sequence[int] | None, pool: GroupPool | None,
@@ -70,18 +83,18 @@ class Launch:
         self.name, self.fn, self.sig = name, fn, sig
         self._args = (bufs, vals, gs, ls, sizes)
         self.groups = math.prod(gs)
-        self.pool = pool if pool is not None and pool.threads > 1 and self.groups > 1 else None
+        worth = parallel is not False and pool is not None and pool.threads > 1 and self.groups > 1
+        self.pool = pool if worth else None
         self.faults: list[ctypes.Array] = []
         self.block = self._block((0, self.groups))
         self.chunks: list[ctypes.Array] | None = None
         self.undecided = self.pool is not None and parallel is None
         self.on_decided: Callable[[bool], Any] | None = None
+        self._seconds = {False: 0.0, True: 0.0}  # mean seconds of a serial / pooled run; 0: not measured yet
+        self._runs = 0
         if self.pool is not None and parallel:
             self._use_pool(self.pool)
-        self.direct = self._is_direct()
-
-    def _is_direct(self) -> bool:
-        return not self.sig.checked and self.chunks is None and not self.undecided
+        self.direct = not sig.checked and self.pool is None
 
     def _block(self, groups: tuple[int, int]) -> ctypes.Array:
         fault = _Fault() if self.sig.checked else None
@@ -92,32 +105,57 @@ class Launch:
     def _use_pool(self, pool: GroupPool) -> None:
         ranges = split_groups(self.groups, CHUNKS_PER_THREAD * pool.threads)
         self.chunks = [self._block(r) for r in ranges]
+        pool.start()  # now, so that starting threads does not count against the first pooled run
 
     def __call__(self, wait: bool = False) -> float | None:
         """Run the launch; the elapsed seconds when ``wait``, else None. Raises ``OutOfBoundsError`` (checked)."""
+        if self.direct:
+            if not wait:
+                self.fn(self.block)
+                return None
+            start = perf_counter()
+            self.fn(self.block)
+            return perf_counter() - start
+        return self._run(wait)
+
+    def _run(self, wait: bool) -> float | None:
         for fault in self.faults:
             fault[0] = 0
-        start = time.perf_counter()
-        if self.pool is not None and self.chunks is not None:
+        pooled = self._pooled_next()
+        start = perf_counter()
+        if pooled and self.pool is not None and self.chunks is not None:
             self.pool.run(self.fn, self.chunks)
         else:
             self.fn(self.block)
-        elapsed = time.perf_counter() - start
-        if self.undecided:
-            self._decide(elapsed)
+        elapsed = perf_counter() - start
+        if self.pool is not None:
+            self._learn(pooled, elapsed)
         for fault in self.faults:  # chunks in group order: the first fault of the lowest groups is reported
             if fault[0]:
                 raise fault_error(self.name, list(fault))
         return elapsed if wait else None
 
-    def _decide(self, serial_s: float) -> None:
-        parallel = serial_s >= POOL_MIN_S
-        self.undecided = False
-        if parallel and self.pool is not None:
-            self._use_pool(self.pool)
-        self.direct = self._is_direct()
-        if self.on_decided is not None:
-            self.on_decided(parallel)
+    def _pooled_next(self) -> bool:
+        """Run on the pool this time? The faster way so far (unmeasured counts as fastest), the other one when probing."""
+        if self.chunks is None:
+            return False
+        self._runs += 1
+        faster = self._seconds[True] <= self._seconds[False]
+        return faster != probe_run(self._runs)
+
+    def _learn(self, pooled: bool, elapsed: float) -> None:
+        if self.undecided:
+            self.undecided = False
+            worth = elapsed >= POOL_MIN_S
+            if worth and self.pool is not None:
+                self._use_pool(self.pool)
+            else:
+                self.pool = None
+                self.direct = not self.sig.checked
+            if self.on_decided is not None:
+                self.on_decided(worth)
+        known = self._seconds[pooled]
+        self._seconds[pooled] = elapsed if known == 0.0 else (known + elapsed) / 2
 
 
 class ForeignLaunch:
@@ -131,6 +169,6 @@ class ForeignLaunch:
         self.args = [ctypes.c_void_p(b) for b in bufs] + [ctypes.c_int32(v) for v in vals]
 
     def __call__(self, wait: bool = False) -> float | None:
-        start = time.perf_counter()
+        start = perf_counter()
         self.fn(*self.args)
-        return time.perf_counter() - start if wait else None
+        return perf_counter() - start if wait else None

@@ -75,6 +75,11 @@ class GroupPool:
         self._inboxes: list[queue.SimpleQueue] = []
         self._pid = -1
 
+    def start(self) -> None:
+        """Start the worker threads if this process has none yet (``run`` does it too)."""
+        with self._lock:
+            self._workers()
+
     def _workers(self) -> list[queue.SimpleQueue]:
         if self._pid != os.getpid():
             self._inboxes, self._pid = [], os.getpid()

@@ -60,6 +60,7 @@ class CPUProgram:
             raise
         self._image = image
         self._launches: dict[Any, Launch] = {}
+        self._last: tuple[Any, Any, Any, Any, Launch] | None = None
         self._parallel: dict[tuple[Any, Any], bool] = {}  # launch shape -> worth the thread pool (learnt per shape)
 
     @property
@@ -90,11 +91,17 @@ class CPUProgram:
         kernel indexes it back into range), so a stale or wrong address in that range crashes the process.
         ``Buffer.opaque`` refuses freed buffers.
         """
-        try:
-            launch = self._launches[bufs, global_size, local_size, vals]
-        except (KeyError, TypeError):  # new arguments, or unhashable ones (lists): validate
-            return self._prepare(bufs, global_size, local_size, vals)(wait)
-        if launch.direct and not wait:
+        last = self._last  # the previous launch, when its sizes and vals were tuples (immutable: identity suffices)
+        if last is not None and global_size is last[1] and local_size is last[2] and vals is last[3] and bufs == last[0]:
+            launch = last[4]
+        else:
+            try:
+                launch = self._launches[bufs, global_size, local_size, vals]
+            except (KeyError, TypeError):  # new arguments, or unhashable ones (lists): validate
+                return self._prepare(bufs, global_size, local_size, vals)(wait)
+            if type(global_size) is tuple and type(local_size) is tuple and type(vals) is tuple:
+                self._last = (bufs, global_size, local_size, vals, launch)
+        if launch.direct and not wait:  # the common case, without the call of the launch object
             launch.fn(launch.block)
             return None
         return launch(wait)
@@ -133,6 +140,7 @@ class CPUProgram:
         if not sig.checked:  # a checked launch re-reads the sizes from the handles every time
             if len(self._launches) >= _MAX_LAUNCHES:
                 self._launches.clear()
+                self._last = None
             try:
                 self._launches[bufs, global_size, local_size, vals] = launch
             except TypeError:
