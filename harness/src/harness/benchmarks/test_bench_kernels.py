@@ -4,7 +4,7 @@
   ``numpy.add(a, b, out=c)``;
 * row sums of a 4096 x 4096 float32 matrix, one thread per row with a serial RANGE + ACC loop: elements/s; limit
   ``numpy.sum(x, axis=1)``;
-* naive matmul of 1024 x 1024 float32: GFLOP/s (2 n**3 flops); limit ``numpy.matmul`` (BLAS).
+* naive matmul of 500 x 500 float32: GFLOP/s (2 n**3 flops); limit ``numpy.matmul`` (BLAS).
 
 The PYTHON backend interprets the IR with numpy, materializing one array of every thread's value per op: at 16M
 elements an add took about 4.8 s a round on the 2-core reference machine and a 1024 matmul would take over 15 s
@@ -30,7 +30,10 @@ from runtime_core.dtype import dtypes
 
 ADD_N = 16 * 2**20
 ROWS = COLS = 4096
-MATMUL_N = 1024
+# not a power of two: at 1024 the naive kernel walks B with a 4 KiB column stride, so every step of a column lands in
+# the same cache sets and its speed follows which physical pages the buffers got: the same code in two processes ran
+# 24% apart (0.39 vs 0.51 GFLOP/s), and a call took 4 s. At 500 the three matrices (3 MB) stay in the L3 cache.
+MATMUL_N = 500
 REDUCED = {"PYTHON": {"add_n": 2**22, "matmul_n": 256}}  # see the module docstring
 # float32 recursive sums of n terms err by at most gamma_(n-1) * sum|x_i| and dot products of length n by
 # gamma_n * |a|.|b|, gamma_k = k u / (1 - k u), u = 2**-24 (Higham, "Accuracy and Stability of Numerical Algorithms",
