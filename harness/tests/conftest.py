@@ -22,14 +22,6 @@ class _Local(Renderer):
     has_local = has_shared = True
 
 
-class _EP:
-    def __init__(self, cls):
-        self.cls = cls
-
-    def load(self):
-        return self.cls
-
-
 def _device(prio, renderer=None, error=None):
     class Fake(Compiled):
         DEFAULT_PRIORITY = prio
@@ -37,23 +29,25 @@ def _device(prio, renderer=None, error=None):
         def __init__(self, name):
             if error:
                 raise RuntimeError(error)
-            super().__init__(name, MallocAllocator(), renderer, None, None)
+            super().__init__(name, MallocAllocator(self), renderer, None, None)
     return Fake
 
 
 FAKES = {"FAKEOK": _device(0, _Plain()), "FAKELOCAL": _device(1, _Local()),
          "FAKEBAD": _device(2, error="no fake hardware in this machine"), "FAKEARGS": _device(None, _Plain())}
-_saved = {}
+_restoring = Device.restoring()
 
 
 def pytest_configure(config):
-    _saved.update(backends=Device._backends, opened=Device._opened)
-    Device._backends = {n: _EP(c) for n, c in FAKES.items()}
-    Device._opened = {}
+    _restoring.__enter__()
+    for name in list(Device.backends()):
+        Device.unregister(name)
+    for name, cls in FAKES.items():
+        Device.register(name, cls)
 
 
 def pytest_unconfigure(config):
-    Device._backends, Device._opened = _saved["backends"], _saved["opened"]
+    _restoring.__exit__(None, None, None)
 '''
 
 
@@ -63,6 +57,6 @@ def fake_pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) ->
     pytester.makeconftest(FAKE_BACKENDS_CONFTEST)
     # unrelated plugins installed here (hypothesis) cost ~1.5 s per in-process run
     pytester.makeini("[pytest]\naddopts = -p no:hypothesispytest -p no:cacheprovider\n")
-    for name in ("HARNESS_BACKENDS", "HARNESS_SEED", "HARNESS_RUN_BIGMEM"):
+    for name in ("HARNESS_BACKENDS", "HARNESS_SEED", "HARNESS_RUN_BIGMEM", "HARNESS_REQUIRE_TESTS"):
         monkeypatch.delenv(name, raising=False)
     return pytester

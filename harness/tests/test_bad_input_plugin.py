@@ -47,10 +47,11 @@ def test_bad_env_seed_stops_an_xdist_session(fake_pytester: pytest.Pytester, mon
         # backends() skipped the test on every backend ("restricted to backends  by ...")
         ("backends()", "@pytest.mark.backends() names no backend; give names such as backends('CPU', 'PYTHON')"),
         # a typo skipped the test everywhere without a word
-        ("backends('FAKEOKK')", "@pytest.mark.backends names 'FAKEOKK', which is no registered backend; registered: "
-                                "FAKEARGS, FAKEBAD, FAKELOCAL, FAKEOK"),
+        ("backends('FAKEOKK')", "@pytest.mark.backends names 'FAKEOKK', which is no backend; did you mean 'FAKEOK'? "
+                                "registered: FAKEARGS, FAKEBAD, FAKELOCAL, FAKEOK"),
         ("skip_backends()", "@pytest.mark.skip_backends() names no backend*"),
-        ("skip_backends('PYTHN', reason='x')", "@pytest.mark.skip_backends names 'PYTHN', which is no registered*"),
+        ("skip_backends('PYTHN', reason='x')", "@pytest.mark.skip_backends names 'PYTHN', which is no backend; did you "
+                                               "mean 'PYTHON'?*"),
         ("backends(['FAKEOK'])", "@pytest.mark.backends takes backend names as non-empty strings, got ['FAKEOK']"),
         ("backends('')", "@pytest.mark.backends takes backend names as non-empty strings, got ''"),
     ],
@@ -61,6 +62,14 @@ def test_misused_backend_markers_fail_collection_naming_the_test(fake_pytester: 
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines([f"test_misused_backend_markers_fail_collection_naming_the_test.py::test_marked: {said}"])
     _no_traceback(result)
+
+
+def test_a_project_backend_that_is_not_installed_skips_with_the_reason(fake_pytester: pytest.Pytester) -> None:
+    fake_pytester.makepyfile("import pytest\n\n@pytest.mark.backends('CUDA')\ndef test_marked(device):\n    pass\n")
+    result = fake_pytester.runpytest("-q", "-rs", "--backends", "FAKEOK")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*restricted to backends CUDA by @pytest.mark.backends (CUDA: not installed, no backend "
+                                 "registered under that name)*"])
 
 
 def test_backend_marker_names_are_case_insensitive(fake_pytester: pytest.Pytester) -> None:

@@ -10,7 +10,7 @@ from harness.kernels import KernelCase, all_cases, cast_cases, elementwise_cases
 from harness.kernels.elementwise import operand_slots, ops_for
 from harness.kernels.semantics import c_idiv, c_mod, reference_alu, reference_cast, wrap
 from runtime_core.dtype import dtypes
-from runtime_core.ir import ALU_OPS, BINARY, IRError, KernelBuilder, Ops
+from runtime_core.ir import ALU_OPS, BINARY, TERNARY, IRError, KernelBuilder, Ops
 
 
 def _ints(*v: int) -> np.ndarray:
@@ -63,7 +63,7 @@ def test_cast_references() -> None:
 def _validator_accepts(op: Ops, dt) -> bool:
     kb = KernelBuilder("probe")
     srcs = [kb.const(True, dtypes.bool) if (op is Ops.WHERE and k == 0) else kb.const(1 if dt is not dtypes.bool
-            else True, dt) for k in range(3 if op is Ops.WHERE else 2 if op in BINARY else 1)]
+            else True, dt) for k in range(3 if op in TERNARY else 2 if op in BINARY else 1)]
     try:
         kb.alu(op, *srcs)
         kb.build()

@@ -55,6 +55,6 @@ def test_unsupported_reason_names_the_missing_capability() -> None:
 def test_importing_the_plugin_opens_no_device() -> None:
     code = ("import harness.plugin, harness.kernels, harness.runner\n"
             "from runtime_core.device import Device\n"
-            "print(sorted(Device._opened))")
+            "print(Device.opened())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

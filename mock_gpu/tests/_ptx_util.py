@@ -26,11 +26,11 @@ def compile_cuda(src: str, arch: str = "compute_90") -> str:
     (res,) = nvrtc.nvrtcCompileProgram(prog, 2, [f"--gpu-architecture={arch}".encode(), b"-default-device"])
     if res != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         _, n = nvrtc.nvrtcGetProgramLogSize(prog)
-        log = b" " * n
+        log = bytearray(n)  # NVRTC writes into it: never an (interned) bytes object
         nvrtc.nvrtcGetProgramLog(prog, log)
         raise RuntimeError(log.decode())
     _, n = nvrtc.nvrtcGetPTXSize(prog)
-    buf = b" " * n
+    buf = bytearray(n)  # NVRTC writes into it: never an (interned) bytes object
     nvrtc.nvrtcGetPTX(prog, buf)
     return buf.decode().rstrip("\x00")
 

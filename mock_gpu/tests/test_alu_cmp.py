@@ -167,7 +167,7 @@ def test_supports_agrees_with_execute():
             for o in out if isinstance(out, tuple) else (out,):
                 assert isinstance(o, np.ndarray) and o.shape == (3,), spec
         else:
-            with pytest.raises(alu.UnsupportedInstruction):
+            with pytest.raises(alu.UnsupportedInstruction, match="unsupported ALU instruction"):
                 alu.execute(spec, *ops)
     assert supported > 500  # the grid exercises many supported forms, not only rejections
 

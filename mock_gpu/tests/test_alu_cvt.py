@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import math
-import sys
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
+from _float_util import FORMATS, MODES, as_f64, bits, check_against, ref_round
 
 from mock_gpu.ptx import alu
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_alu_float import FORMATS, MODES, as_f64, bits, check_against, ref_round  # noqa: E402
 
 S = alu.AluSpec
 INTS = [f"{k}{n}" for k in "us" for n in (8, 16, 32, 64)]

@@ -10,48 +10,35 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
-from test_driver_support import (  # noqa: F401  (ctx, make_system are fixtures)
-    F32,
-    I32,
-    PTR,
-    check,
-    ctx,
-    from_device,
-    launch,
-    load,
-    make_system,
-    to_device,
-)
+from _driver_util import F32, I32, PTR, check, from_device, launch, load, to_device
 
 from mock_gpu import driver as cu
 
-RNG = np.random.default_rng(1234)
 
-
-def test_vector_add(ctx) -> None:  # noqa: F811
+def test_vector_add(ctx, rng: np.random.Generator) -> None:
     src = r'''extern "C" __global__ void vadd(const float* a, const float* b, float* c, int n) {
         int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) c[i] = a[i] + b[i]; }'''
     _, (fn,) = load(src, "vadd")
     n = 1000
-    a, b = RNG.standard_normal(n, np.float32), RNG.standard_normal(n, np.float32)
+    a, b = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
     da, db, dc = to_device(a), to_device(b), to_device(np.zeros(n, np.float32))
     check(launch(fn, (8, 1, 1), (128, 1, 1), [(da, PTR), (db, PTR), (dc, PTR), (n, I32)]))
     np.testing.assert_array_equal(from_device(dc, n, np.float32), a + b)
 
 
-def test_saxpy_grid_stride(ctx) -> None:  # noqa: F811
+def test_saxpy_grid_stride(ctx, rng: np.random.Generator) -> None:
     src = r'''extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {
         for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) y[i] = a * x[i] + y[i]; }'''
     _, (fn,) = load(src, "saxpy")
     n = 3000
-    x, y = RNG.standard_normal(n, np.float32), RNG.standard_normal(n, np.float32)
+    x, y = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
     dx, dy = to_device(x), to_device(y)
     check(launch(fn, (4, 1, 1), (128, 1, 1), [(n, I32), (1.5, F32), (dx, PTR), (dy, PTR)]))
     fma = (np.float64(1.5) * x.astype(np.float64) + y.astype(np.float64)).astype(np.float32)  # nvcc contracts to fma
     np.testing.assert_allclose(from_device(dy, n, np.float32), fma, rtol=1e-7, atol=1e-7)
 
 
-def test_shared_memory_tree_reduction(ctx) -> None:  # noqa: F811
+def test_shared_memory_tree_reduction(ctx, rng: np.random.Generator) -> None:
     src = r'''extern "C" __global__ void reduce(const float* in, float* out, int n) {
         __shared__ float s[256];
         int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
@@ -61,26 +48,26 @@ def test_shared_memory_tree_reduction(ctx) -> None:  # noqa: F811
         if (t == 0) out[blockIdx.x] = s[0]; }'''
     _, (fn,) = load(src, "reduce")
     n = 1000
-    data = RNG.integers(-100, 100, n).astype(np.float32)  # small integers: every partial sum is exact
+    data = rng.integers(-100, 100, n).astype(np.float32)  # small integers: every partial sum is exact
     din, dout = to_device(data), to_device(np.zeros(4, np.float32))
     check(launch(fn, (4, 1, 1), (256, 1, 1), [(din, PTR), (dout, PTR), (n, I32)]))
     expected = np.add.reduceat(np.concatenate([data, np.zeros(24, np.float32)]), [0, 256, 512, 768])
     np.testing.assert_array_equal(from_device(dout, 4, np.float32), expected)
 
 
-def test_warp_shuffle_reduction(ctx) -> None:  # noqa: F811
+def test_warp_shuffle_reduction(ctx, rng: np.random.Generator) -> None:
     src = r'''extern "C" __global__ void wsum(const int* in, int* out) {
         int v = in[blockIdx.x * blockDim.x + threadIdx.x];
         for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
         if ((threadIdx.x & 31) == 0) out[(blockIdx.x * blockDim.x + threadIdx.x) / 32] = v; }'''
     _, (fn,) = load(src, "wsum")
-    data = RNG.integers(-1000, 1000, 256).astype(np.int32)
+    data = rng.integers(-1000, 1000, 256).astype(np.int32)
     din, dout = to_device(data), to_device(np.zeros(8, np.int32))
     check(launch(fn, (2, 1, 1), (128, 1, 1), [(din, PTR), (dout, PTR)]))
     np.testing.assert_array_equal(from_device(dout, 8, np.int32), data.reshape(8, 32).sum(axis=1))
 
 
-def test_tiled_matmul_with_edge_guards(ctx) -> None:  # noqa: F811
+def test_tiled_matmul_with_edge_guards(ctx, rng: np.random.Generator) -> None:
     src = r'''#define T 16
     extern "C" __global__ void matmul(const float* A, const float* B, float* C, int M, int N, int K) {
         __shared__ float As[T][T], Bs[T][T];
@@ -95,14 +82,14 @@ def test_tiled_matmul_with_edge_guards(ctx) -> None:  # noqa: F811
         if (r < M && c < N) C[r * N + c] = acc; }'''
     _, (fn,) = load(src, "matmul")
     M, N, K = 21, 19, 35
-    a = RNG.integers(-4, 5, (M, K)).astype(np.float32)
-    b = RNG.integers(-4, 5, (K, N)).astype(np.float32)
+    a = rng.integers(-4, 5, (M, K)).astype(np.float32)
+    b = rng.integers(-4, 5, (K, N)).astype(np.float32)
     da, db, dc = to_device(a), to_device(b), to_device(np.full((M, N), np.nan, np.float32))
     check(launch(fn, (2, 2, 1), (16, 16, 1), [(da, PTR), (db, PTR), (dc, PTR), (M, I32), (N, I32), (K, I32)]))
     np.testing.assert_array_equal(from_device(dc, (M, N), np.float32), a @ b)
 
 
-def test_padded_tile_transpose(ctx) -> None:  # noqa: F811
+def test_padded_tile_transpose(ctx, rng: np.random.Generator) -> None:
     src = r'''extern "C" __global__ void transpose(const float* in, float* out, int rows, int cols) {
         __shared__ float tile[32][33];
         int x = blockIdx.x * 32 + threadIdx.x, y = blockIdx.y * 32 + threadIdx.y;
@@ -113,13 +100,13 @@ def test_padded_tile_transpose(ctx) -> None:  # noqa: F811
             if (x < rows && y + j < cols) out[(y + j) * rows + x] = tile[threadIdx.x][threadIdx.y + j]; }'''
     _, (fn,) = load(src, "transpose")
     rows, cols = 40, 70
-    a = RNG.standard_normal((rows, cols)).astype(np.float32)
+    a = rng.standard_normal((rows, cols)).astype(np.float32)
     din, dout = to_device(a), to_device(np.zeros((cols, rows), np.float32))
     check(launch(fn, (3, 2, 1), (32, 8, 1), [(din, PTR), (dout, PTR), (rows, I32), (cols, I32)]))
     np.testing.assert_array_equal(from_device(dout, (cols, rows), np.float32), a.T)
 
 
-def test_histogram_shared_and_global_atomics(ctx) -> None:  # noqa: F811
+def test_histogram_shared_and_global_atomics(ctx, rng: np.random.Generator) -> None:
     src = r'''extern "C" __global__ void hist(const unsigned char* data, unsigned int* bins, int n) {
         __shared__ unsigned int local[256];
         local[threadIdx.x] = 0; __syncthreads();
@@ -128,13 +115,13 @@ def test_histogram_shared_and_global_atomics(ctx) -> None:  # noqa: F811
         atomicAdd(&bins[threadIdx.x], local[threadIdx.x]); }'''
     _, (fn,) = load(src, "hist")
     n = 4000
-    data = RNG.integers(0, 256, n).astype(np.uint8)
+    data = rng.integers(0, 256, n).astype(np.uint8)
     ddata, dbins = to_device(data), to_device(np.zeros(256, np.uint32))
     check(launch(fn, (3, 1, 1), (256, 1, 1), [(ddata, PTR), (dbins, PTR), (n, I32)]))
     np.testing.assert_array_equal(from_device(dbins, 256, np.uint32), np.bincount(data, minlength=256))
 
 
-def test_block_inclusive_scan(ctx) -> None:  # noqa: F811
+def test_block_inclusive_scan(ctx, rng: np.random.Generator) -> None:
     src = r'''extern "C" __global__ void scan(const int* in, int* out) {
         __shared__ int s[256];
         int t = threadIdx.x, base = blockIdx.x * blockDim.x;
@@ -143,13 +130,13 @@ def test_block_inclusive_scan(ctx) -> None:  # noqa: F811
             int v = t >= off ? s[t - off] : 0; __syncthreads(); s[t] += v; __syncthreads(); }
         out[base + t] = s[t]; }'''
     _, (fn,) = load(src, "scan")
-    data = RNG.integers(-50, 50, 512).astype(np.int32)
+    data = rng.integers(-50, 50, 512).astype(np.int32)
     din, dout = to_device(data), to_device(np.zeros(512, np.int32))
     check(launch(fn, (2, 1, 1), (256, 1, 1), [(din, PTR), (dout, PTR)]))
     np.testing.assert_array_equal(from_device(dout, 512, np.int32), np.cumsum(data.reshape(2, 256), axis=1).ravel())
 
 
-def test_data_dependent_loops_with_early_return(ctx) -> None:  # noqa: F811
+def test_data_dependent_loops_with_early_return(ctx) -> None:
     src = r'''extern "C" __global__ void collatz(int* out, int n) {
         int i = blockIdx.x * blockDim.x + threadIdx.x;
         if (i >= n) return;
@@ -174,7 +161,7 @@ def test_data_dependent_loops_with_early_return(ctx) -> None:  # noqa: F811
     np.testing.assert_array_equal(out[n:], 12345)  # threads past n returned before storing
 
 
-def test_64bit_integer_math_and_bit_ops(ctx) -> None:  # noqa: F811
+def test_64bit_integer_math_and_bit_ops(ctx, rng: np.random.Generator) -> None:
     src = r'''extern "C" __global__ void mix(const unsigned long long* in, unsigned long long* out, long long* sq, int n) {
         int i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) return;
         unsigned long long x = in[i];
@@ -185,7 +172,7 @@ def test_64bit_integer_math_and_bit_ops(ctx) -> None:  # noqa: F811
         long long s = (long long)x; sq[i] = (s / -7) + (s % 1000003); out[4 * i + 3] = x >> (i & 63); }'''
     _, (fn,) = load(src, "mix")
     n = 200
-    x = RNG.integers(0, 2**64, n, dtype=np.uint64)
+    x = rng.integers(0, 2**64, n, dtype=np.uint64)
     din, dout, dsq = to_device(x), to_device(np.zeros(4 * n, np.uint64)), to_device(np.zeros(n, np.int64))
     check(launch(fn, (2, 1, 1), (128, 1, 1), [(din, PTR), (dout, PTR), (dsq, PTR), (n, I32)]))
     xs = [int(v) for v in x]
@@ -207,7 +194,7 @@ def test_64bit_integer_math_and_bit_ops(ctx) -> None:  # noqa: F811
     np.testing.assert_array_equal(from_device(dsq, n, np.int64), np.array(sq, np.int64))
 
 
-def test_transcendentals_without_fast_math(ctx) -> None:  # noqa: F811
+def test_transcendentals_without_fast_math(ctx, rng: np.random.Generator) -> None:
     src = r'''extern "C" __global__ void tr(const float* x, float* f, const double* xd, double* d, int n) {
         int i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) return;
         float v = x[i];
@@ -215,8 +202,8 @@ def test_transcendentals_without_fast_math(ctx) -> None:  # noqa: F811
         d[2 * i] = sin(xd[i]); d[2 * i + 1] = exp(xd[i] * 0.125); }'''
     _, (fn,) = load(src, "tr")
     n = 256
-    x = RNG.uniform(-20, 20, n).astype(np.float32)
-    xd = RNG.uniform(-50, 50, n)
+    x = rng.uniform(-20, 20, n).astype(np.float32)
+    xd = rng.uniform(-50, 50, n)
     dx, df, dxd, dd = to_device(x), to_device(np.zeros(3 * n, np.float32)), to_device(xd), to_device(np.zeros(2 * n))
     check(launch(fn, (2, 1, 1), (128, 1, 1), [(dx, PTR), (df, PTR), (dxd, PTR), (dd, PTR), (n, I32)]))
     f = from_device(df, (n, 3), np.float32)
@@ -227,7 +214,7 @@ def test_transcendentals_without_fast_math(ctx) -> None:  # noqa: F811
     np.testing.assert_allclose(d, np.stack([np.sin(xd), np.exp(xd * 0.125)], axis=1), rtol=1e-15, atol=1e-16)
 
 
-def test_half_precision(ctx) -> None:  # noqa: F811
+def test_half_precision(ctx, rng: np.random.Generator) -> None:
     src = r'''#include <cuda_fp16.h>
     extern "C" __global__ void h(const __half* a, const __half* b, __half* c, float* widened, int n) {
         int i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) return;
@@ -235,15 +222,15 @@ def test_half_precision(ctx) -> None:  # noqa: F811
         c[i] = __hadd(p, a[i]); widened[i] = __half2float(a[i]) * 2.0f; }'''
     _, (fn,) = load(src, "h", includes=True)
     n = 200
-    a = RNG.uniform(-8, 8, n).astype(np.float16)
-    b = RNG.uniform(-8, 8, n).astype(np.float16)
+    a = rng.uniform(-8, 8, n).astype(np.float16)
+    b = rng.uniform(-8, 8, n).astype(np.float16)
     da, db, dc, dw = to_device(a), to_device(b), to_device(np.zeros(n, np.float16)), to_device(np.zeros(n, np.float32))
     check(launch(fn, (2, 1, 1), (128, 1, 1), [(da, PTR), (db, PTR), (dc, PTR), (dw, PTR), (n, I32)]))
     np.testing.assert_array_equal(from_device(dc, n, np.float16), (a * b).astype(np.float16) + a)
     np.testing.assert_array_equal(from_device(dw, n, np.float32), a.astype(np.float32) * 2)
 
 
-def test_dynamic_shared_memory_with_opt_in(ctx) -> None:  # noqa: F811
+def test_dynamic_shared_memory_with_opt_in(ctx, rng: np.random.Generator) -> None:
     src = r'''extern "C" __global__ void rev(const float* in, float* out) {
         extern __shared__ float buf[];
         int t = threadIdx.x, base = blockIdx.x * blockDim.x;
@@ -253,7 +240,7 @@ def test_dynamic_shared_memory_with_opt_in(ctx) -> None:  # noqa: F811
         out[base + t] = acc; }'''
     _, (fn,) = load(src, "rev")
     block, smem = 1024, 1024 * 16 * 4  # 64 KiB: above the 48 KiB default, needs cuFuncSetAttribute
-    data = RNG.integers(-100, 100, 2 * block).astype(np.float32)
+    data = rng.integers(-100, 100, 2 * block).astype(np.float32)
     din, dout = to_device(data), to_device(np.zeros(2 * block, np.float32))
     args = [(din, PTR), (dout, PTR)]
     assert launch(fn, (2, 1, 1), (block, 1, 1), args, smem) == (cu.CUresult.CUDA_ERROR_INVALID_VALUE,)
@@ -265,7 +252,7 @@ def test_dynamic_shared_memory_with_opt_in(ctx) -> None:  # noqa: F811
     np.testing.assert_array_equal(from_device(dout, 2 * block, np.float32), expected.ravel())
 
 
-def test_2d_and_3d_grids(ctx) -> None:  # noqa: F811
+def test_2d_and_3d_grids(ctx) -> None:
     src = r'''extern "C" __global__ void coords(unsigned int* out) {
         unsigned int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
         unsigned int z = blockIdx.z * blockDim.z + threadIdx.z;
@@ -281,7 +268,7 @@ def test_2d_and_3d_grids(ctx) -> None:  # noqa: F811
     np.testing.assert_array_equal(from_device(dout, (D, H, W), np.uint32), expected)
 
 
-def test_module_global_and_launch_param_forms(ctx) -> None:  # noqa: F811
+def test_module_global_and_launch_param_forms(ctx) -> None:
     src = r'''__device__ int counter[4];
     extern "C" __global__ void bump(int* out, int v) { atomicAdd(&counter[threadIdx.x], v); out[threadIdx.x] = v; }'''
     module, (fn,) = load(src, "bump")
@@ -304,7 +291,7 @@ def test_module_global_and_launch_param_forms(ctx) -> None:  # noqa: F811
     np.testing.assert_array_equal(from_device(dout, 4, np.int32), [7, 7, 7, 7])
 
 
-def test_graph_of_kernel_nodes(ctx) -> None:  # noqa: F811
+def test_graph_of_kernel_nodes(ctx) -> None:
     src = r'''extern "C" __global__ void axpb(float* x, float a, float b, int n) {
         int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = a * x[i] + b; }'''
     _, (fn,) = load(src, "axpb")
@@ -342,7 +329,7 @@ def test_graph_of_kernel_nodes(ctx) -> None:  # noqa: F811
     assert cu.cuGraphLaunch(exe, stream) == (cu.CUresult.CUDA_ERROR_INVALID_HANDLE,)
 
 
-def test_event_timing_brackets_a_kernel(ctx) -> None:  # noqa: F811
+def test_event_timing_brackets_a_kernel(ctx) -> None:
     src = r'''extern "C" __global__ void spin(float* x, int iters) {
         float v = x[threadIdx.x]; for (int k = 0; k < iters; ++k) v = v * 0.5f + 1.0f; x[threadIdx.x] = v; }'''
     _, (fn,) = load(src, "spin")
@@ -351,6 +338,8 @@ def test_event_timing_brackets_a_kernel(ctx) -> None:  # noqa: F811
     check(cu.cuEventRecord(start, None))
     check(launch(fn, (1, 1, 1), (64, 1, 1), [(dx, PTR), (200, I32)]))
     check(cu.cuEventRecord(end, None))
+    assert cu.cuEventElapsedTime(start, end) == (cu.CUresult.CUDA_ERROR_NOT_READY, None)  # nothing waited yet
+    check(cu.cuEventSynchronize(end))
     ms = check(cu.cuEventElapsedTime(start, end))
     assert ms > 0.0
     np.testing.assert_array_equal(from_device(dx, 64, np.float32), np.full(64, 2.0, np.float32))

@@ -22,20 +22,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import pytest
-from test_driver_support import (  # noqa: F401  (ctx, make_system are fixtures)
-    F32,
-    F64,
-    I32,
-    PTR,
-    check,
-    ctx,
-    cuda_include_dir,
-    from_device,
-    launch,
-    make_system,
-    report,
-    to_device,
-)
+from _driver_util import F32, F64, I32, PTR, check, cuda_include_dir, from_device, launch, report, to_device
 
 import mock_gpu
 from mock_gpu import driver as cu
@@ -390,7 +377,6 @@ PRINTF = r"""extern "C" __global__ void say(int* o) { printf("thread %d\n", thre
 
 I64, SIZE_T = ctypes.c_longlong, ctypes.c_size_t
 CONFIGS = ("nvrtc", "nvrtc-fast-math", "nvcc-sm_80", "nvcc-sm_90")
-RNG = np.random.default_rng(2024)
 
 
 def _nvrtc(src: str, options: list[str]) -> bytes:
@@ -403,13 +389,13 @@ def _nvrtc(src: str, options: list[str]) -> bytes:
     (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-        log = b" " * size
+        log = bytearray(size)  # NVRTC writes into it: never an (interned) bytes object
         nvrtc.nvrtcGetProgramLog(prog, log)
         raise RuntimeError(f"NVRTC failed: {log.decode(errors='replace')}")
     _, size = nvrtc.nvrtcGetPTXSize(prog)
-    out = b" " * size
+    out = bytearray(size)  # NVRTC writes into it: never an (interned) bytes object
     nvrtc.nvrtcGetPTX(prog, out)
-    return out
+    return bytes(out)
 
 
 def _nvcc(src: str, arch: str, workdir: Path) -> bytes:
@@ -453,7 +439,7 @@ def loaded(config: str, corpus_ptx: bytes, monkeypatch: pytest.MonkeyPatch) -> A
     when another test has reset the emulated system in between (as other test modules do, e.g. under xdist)."""
     module = _LOADED.get(config)
     if module is None or cu.cuModuleGetFunction(module, b"softmax")[0] != cu.CUresult.CUDA_SUCCESS:
-        for name in ("MOCKGPU_DEVICES", "MOCKGPU_ARCH", "MOCKGPU_MEMORY", "MOCKGPU_LAUNCH_TIMEOUT"):
+        for name in ("MOCKGPU_DEVICES", "MOCKGPU_ARCH", "MOCKGPU_MEMORY", "MOCKGPU_LAUNCH_TIMEOUT", "MOCKGPU_DEFERRED"):
             monkeypatch.delenv(name, raising=False)
         mock_gpu.reset()
         _LOADED.clear()
@@ -478,9 +464,9 @@ def test_every_configuration_loads_and_uses_the_new_instructions(config: str, co
         assert op in text, f"{config}: the corpus no longer exercises {op}"
 
 
-def test_softmax_rows_with_warp_shuffles(kernels: Any, config: str) -> None:
+def test_softmax_rows_with_warp_shuffles(kernels: Any, config: str, rng: np.random.Generator) -> None:
     rows, cols = 10, 77
-    x = RNG.standard_normal((rows, cols)).astype(np.float32) * 4
+    x = rng.standard_normal((rows, cols)).astype(np.float32) * 4
     dx, dy = to_device(x), to_device(np.zeros_like(x))
     check(launch(kernels("softmax"), (3, 1, 1), (128, 1, 1), [(dx, PTR), (dy, PTR), (rows, I32), (cols, I32)]))
     x64 = x.astype(np.float64)
@@ -489,10 +475,10 @@ def test_softmax_rows_with_warp_shuffles(kernels: Any, config: str) -> None:
     np.testing.assert_allclose(from_device(dy, (rows, cols), np.float32), ref, rtol=2e-6, atol=1e-9)
 
 
-def test_layernorm_with_block_reduction(kernels: Any) -> None:
+def test_layernorm_with_block_reduction(kernels: Any, rng: np.random.Generator) -> None:
     rows, n = 3, 300
-    x = RNG.standard_normal((rows, n)).astype(np.float32)
-    g, b = RNG.standard_normal(n).astype(np.float32), RNG.standard_normal(n).astype(np.float32)
+    x = rng.standard_normal((rows, n)).astype(np.float32)
+    g, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
     dx, dg, db, dy = to_device(x), to_device(g), to_device(b), to_device(np.zeros_like(x))
     args = [(dx, PTR), (dg, PTR), (db, PTR), (dy, PTR), (n, I32), (1e-5, F32)]
     check(launch(kernels("layernorm"), (rows, 1, 1), (128, 1, 1), args))
@@ -502,19 +488,19 @@ def test_layernorm_with_block_reduction(kernels: Any) -> None:
     np.testing.assert_allclose(from_device(dy, (rows, n), np.float32), ref, rtol=1e-5, atol=1e-5)
 
 
-def test_gemm_with_float4_loads_and_shared_tiles(kernels: Any) -> None:
+def test_gemm_with_float4_loads_and_shared_tiles(kernels: Any, rng: np.random.Generator) -> None:
     M, N, K = 64, 96, 64
-    a = RNG.integers(-3, 4, (M, K)).astype(np.float32)
-    b = RNG.integers(-3, 4, (K, N)).astype(np.float32)
+    a = rng.integers(-3, 4, (M, K)).astype(np.float32)
+    b = rng.integers(-3, 4, (K, N)).astype(np.float32)
     da, db, dc = to_device(a), to_device(b), to_device(np.full((M, N), np.nan, np.float32))
     args = [(da, PTR), (db, PTR), (dc, PTR), (M, I32), (N, I32), (K, I32)]
     check(launch(kernels("gemm_float4"), (N // 32, M // 32, 1), (8, 32, 1), args))
     np.testing.assert_array_equal(from_device(dc, (M, N), np.float32), a @ b)  # small integers: exact
 
 
-def test_cas_loop_float_max_and_64bit_atomics(kernels: Any) -> None:
+def test_cas_loop_float_max_and_64bit_atomics(kernels: Any, rng: np.random.Generator) -> None:
     n = 700
-    x = RNG.integers(-5000, 5000, n).astype(np.float32) / 4
+    x = rng.integers(-5000, 5000, n).astype(np.float32) / 4
     dx = to_device(x)
     dmx, dsum = to_device(np.array([-1e30], np.float32)), to_device(np.zeros(1))
     dcnt, dfsum = to_device(np.zeros(2, np.uint64)), to_device(np.zeros(1, np.float32))
@@ -561,10 +547,10 @@ def _bits_reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.array(out, np.uint32)
 
 
-def test_bit_tricks(kernels: Any) -> None:
+def test_bit_tricks(kernels: Any, rng: np.random.Generator) -> None:
     n = 80
-    x = RNG.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
-    y = RNG.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    x = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    y = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
     x[:3] = [0, 1, 0x80000000]
     dx, dy, do = to_device(x), to_device(y), to_device(np.zeros(8 * n, np.uint32))
     check(launch(kernels("bits"), (1, 1, 1), (128, 1, 1), [(dx, PTR), (dy, PTR), (do, PTR), (n, I32)]))
@@ -599,17 +585,17 @@ def _hash_reference(values: np.ndarray) -> np.ndarray:
     return np.array(out, np.uint32)
 
 
-def test_murmur_xorshift_and_lop3_truth_tables(kernels: Any) -> None:
+def test_murmur_xorshift_and_lop3_truth_tables(kernels: Any, rng: np.random.Generator) -> None:
     n = 200
-    x = RNG.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    x = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
     dx, do = to_device(x), to_device(np.zeros(4 * n, np.uint32))
     check(launch(kernels("hashes"), (2, 1, 1), (128, 1, 1), [(dx, PTR), (do, PTR), (n, I32)]))
     np.testing.assert_array_equal(from_device(do, 4 * n, np.uint32), _hash_reference(x))
 
 
-def test_noinline_device_function_call(kernels: Any) -> None:
+def test_noinline_device_function_call(kernels: Any, rng: np.random.Generator) -> None:
     n = 100
-    x = RNG.integers(-4, 5, n).astype(np.float32)
+    x = rng.integers(-4, 5, n).astype(np.float32)
     dx, dy = to_device(x), to_device(np.zeros(n, np.float32))
     check(launch(kernels("calls"), (1, 1, 1), (128, 1, 1), [(dx, PTR), (dy, PTR), (n, I32)]))
     ref = []
@@ -621,9 +607,9 @@ def test_noinline_device_function_call(kernels: Any) -> None:
     np.testing.assert_array_equal(from_device(dy, n, np.float32), np.array(ref, np.float32))  # small integers
 
 
-def test_cooperative_groups_tiled_reductions(kernels: Any) -> None:
+def test_cooperative_groups_tiled_reductions(kernels: Any, rng: np.random.Generator) -> None:
     blocks, threads = 2, 64
-    x = RNG.integers(-100, 100, blocks * threads).astype(np.int32)
+    x = rng.integers(-100, 100, blocks * threads).astype(np.int32)
     dx, do = to_device(x), to_device(np.zeros(3 * x.size, np.int32))
     dfo = to_device(np.zeros(x.size, np.float32))
     check(launch(kernels("coop_groups"), (blocks, 1, 1), (threads, 1, 1), [(dx, PTR), (do, PTR), (dfo, PTR)]))
@@ -637,10 +623,10 @@ def test_cooperative_groups_tiled_reductions(kernels: Any) -> None:
     np.testing.assert_array_equal(from_device(dfo, x.size, np.float32), np.repeat(w32.sum(1), 32).astype(np.float32))
 
 
-def test_half2_arithmetic(kernels: Any) -> None:
+def test_half2_arithmetic(kernels: Any, rng: np.random.Generator) -> None:
     n = 100
-    a = RNG.uniform(-4, 4, 2 * n).astype(np.float16)
-    b = RNG.uniform(-4, 4, 2 * n).astype(np.float16)
+    a = rng.uniform(-4, 4, 2 * n).astype(np.float16)
+    b = rng.uniform(-4, 4, 2 * n).astype(np.float16)
     da, db = to_device(a), to_device(b)
     dc, de, df = to_device(np.zeros(2 * n, np.float16)), to_device(np.zeros(n, np.float16)), to_device(
         np.zeros(2 * n, np.float32))
@@ -657,28 +643,28 @@ def test_half2_arithmetic(kernels: Any) -> None:
     np.testing.assert_array_equal(f[:, 1], r[1::2].astype(np.float32) + np.maximum(a[1::2], b[1::2]).astype(np.float32))
 
 
-def test_ldg_float4_grid_stride_with_64bit_count(kernels: Any) -> None:
+def test_ldg_float4_grid_stride_with_64bit_count(kernels: Any, rng: np.random.Generator) -> None:
     n = 1000
-    a = RNG.integers(-50, 50, (n, 4)).astype(np.float32)
+    a = rng.integers(-50, 50, (n, 4)).astype(np.float32)
     da, do = to_device(a), to_device(np.zeros(n, np.float32))
     check(launch(kernels("ldg_float4"), (3, 1, 1), (64, 1, 1), [(da, PTR), (do, PTR), (n, I64)]))
     np.testing.assert_array_equal(from_device(do, n, np.float32), a @ np.array([1, 2, 4, 8], np.float32))
 
 
-def test_cp_async_double_buffered_pipeline(kernels: Any) -> None:
+def test_cp_async_double_buffered_pipeline(kernels: Any, rng: np.random.Generator) -> None:
     n = 128 * 5
-    x = RNG.integers(-20, 20, n).astype(np.float32)
+    x = rng.integers(-20, 20, n).astype(np.float32)
     dx, do = to_device(x), to_device(np.zeros(128, np.float32))
     check(launch(kernels("cp_async_pipeline"), (1, 1, 1), (128, 1, 1), [(dx, PTR), (do, PTR), (n, I32)]))
     ref = (x.reshape(5, 128)[:, ::-1] * np.arange(1, 6, dtype=np.float32)[:, None]).sum(0)
     np.testing.assert_array_equal(from_device(do, 128, np.float32), ref)
 
 
-def test_bfloat16_conversions_and_arithmetic(kernels: Any) -> None:
+def test_bfloat16_conversions_and_arithmetic(kernels: Any, rng: np.random.Generator) -> None:
     bf16 = ml_dtypes.bfloat16
     n = 200
-    a = RNG.uniform(-30, 30, n).astype(bf16)
-    b = RNG.standard_normal(n).astype(np.float32)
+    a = rng.uniform(-30, 30, n).astype(bf16)
+    b = rng.standard_normal(n).astype(np.float32)
     da, db = to_device(a.view(np.uint16)), to_device(b)
     dc, dd = to_device(np.zeros(n, np.uint16)), to_device(np.zeros(n, np.float32))
     check(launch(kernels("bf16_math"), (2, 1, 1), (128, 1, 1), [(da, PTR), (db, PTR), (dc, PTR), (dd, PTR), (n, I32)]))
@@ -688,9 +674,9 @@ def test_bfloat16_conversions_and_arithmetic(kernels: Any) -> None:
     np.testing.assert_array_equal(from_device(dd, n, np.float32), ref)
 
 
-def test_grid_stride_loop_with_size_t_index(kernels: Any) -> None:
+def test_grid_stride_loop_with_size_t_index(kernels: Any, rng: np.random.Generator) -> None:
     n = 5000
-    x = RNG.standard_normal(n)
+    x = rng.standard_normal(n)
     dx, dy = to_device(x), to_device(np.zeros(n))
     check(launch(kernels("grid_stride64"), (4, 1, 1), (128, 1, 1), [(dx, PTR), (dy, PTR), (n, SIZE_T),
                                                                      (2.0, F64)]))
@@ -707,9 +693,9 @@ def _dp(a: int, b: int, c: int, signed_a: bool, signed_b: bool, width: int, firs
     return total & 0xFFFFFFFF
 
 
-def test_ballot_redux_dp4a_dp2a(kernels: Any) -> None:
-    x = RNG.integers(-1000, 1000, 64).astype(np.int32)
-    c4 = RNG.integers(-2**31, 2**31, 64).astype(np.int32)
+def test_ballot_redux_dp4a_dp2a(kernels: Any, rng: np.random.Generator) -> None:
+    x = rng.integers(-1000, 1000, 64).astype(np.int32)
+    c4 = rng.integers(-2**31, 2**31, 64).astype(np.int32)
     dx, do, dc4, ddp = to_device(x), to_device(np.zeros(4 * 64, np.int32)), to_device(c4), to_device(
         np.zeros(3 * 64, np.int32))
     check(launch(kernels("warp_votes"), (1, 1, 1), (64, 1, 1), [(dx, PTR), (do, PTR), (dc4, PTR), (ddp, PTR)]))
@@ -730,7 +716,7 @@ def test_ballot_redux_dp4a_dp2a(kernels: Any) -> None:
 
 
 @pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
-def test_printf_is_rejected_at_load_naming_vprintf(ctx: Any, compiler: str, tmp_path: Path) -> None:  # noqa: F811
+def test_printf_is_rejected_at_load_naming_vprintf(ctx: Any, compiler: str, tmp_path: Path) -> None:
     src = PRINTF if compiler == "nvrtc" else "#include <cstdio>\n" + PRINTF
     image = _nvrtc(src, ["--gpu-architecture=compute_90"]) if compiler == "nvrtc" else _nvcc(src, "sm_80", tmp_path)
     assert cu.cuModuleLoadData(image)[0] == cu.CUresult.CUDA_ERROR_INVALID_PTX
@@ -738,8 +724,8 @@ def test_printf_is_rejected_at_load_naming_vprintf(ctx: Any, compiler: str, tmp_
     assert "vprintf" in text and "PTX line" in text
 
 
-def test_cub_block_reduce_scan_radix_sort_and_warp_reduce(kernels: Any) -> None:
-    x = RNG.integers(-1000, 1000, 512).astype(np.int32)
+def test_cub_block_reduce_scan_radix_sort_and_warp_reduce(kernels: Any, rng: np.random.Generator) -> None:
+    x = rng.integers(-1000, 1000, 512).astype(np.int32)
     dx, dsum, dscan = to_device(x), to_device(np.zeros(1, np.int32)), to_device(np.zeros(128, np.int32))
     dsorted, dw = to_device(np.zeros(512, np.int32)), to_device(np.zeros(4, np.float32))
     check(launch(kernels("cub_block"), (1, 1, 1), (128, 1, 1), [(dx, PTR), (dsum, PTR), (dscan, PTR), (dsorted, PTR),
@@ -752,9 +738,9 @@ def test_cub_block_reduce_scan_radix_sort_and_warp_reduce(kernels: Any) -> None:
     np.testing.assert_array_equal(from_device(dw, 4, np.float32), v.reshape(4, 32).sum(1).astype(np.float32))
 
 
-def test_half2_comparisons(kernels: Any) -> None:
-    a = RNG.integers(-3, 4, 64).astype(np.float16)
-    b = RNG.integers(-3, 4, 64).astype(np.float16)
+def test_half2_comparisons(kernels: Any, rng: np.random.Generator) -> None:
+    a = rng.integers(-3, 4, 64).astype(np.float16)
+    b = rng.integers(-3, 4, 64).astype(np.float16)
     a[0], a[5] = np.nan, np.nan
     da, db, dlt, dflags = to_device(a), to_device(b), to_device(np.zeros(64, np.float16)), to_device(
         np.zeros(32, np.uint32))
@@ -768,8 +754,8 @@ def test_half2_comparisons(kernels: Any) -> None:
     np.testing.assert_array_equal(from_device(dflags, 32, np.uint32), expected.astype(np.uint32))
 
 
-def test_match_vote_and_activemask(kernels: Any) -> None:
-    x = RNG.integers(-100, 100, 64).astype(np.int32)
+def test_match_vote_and_activemask(kernels: Any, rng: np.random.Generator) -> None:
+    x = rng.integers(-100, 100, 64).astype(np.int32)
     x[32:] = 7  # second warp: every lane equal for match.all
     dx, do = to_device(x), to_device(np.zeros(4 * 64, np.int32))
     check(launch(kernels("warp_match"), (1, 1, 1), (64, 1, 1), [(dx, PTR), (do, PTR)]))
@@ -786,10 +772,10 @@ def test_match_vote_and_activemask(kernels: Any) -> None:
     np.testing.assert_array_equal(o[:, 3], np.uint32(0xFFFFFFFF))
 
 
-def test_math_library_functions(kernels: Any) -> None:
+def test_math_library_functions(kernels: Any, rng: np.random.Generator) -> None:
     n = 128
-    x = RNG.uniform(-6, 6, n).astype(np.float32)
-    xd = RNG.uniform(-40, 40, n)
+    x = rng.uniform(-6, 6, n).astype(np.float32)
+    xd = rng.uniform(-40, 40, n)
     dx, dxd, do, dod = to_device(x), to_device(xd), to_device(np.zeros(6 * n, np.float32)), to_device(np.zeros(3 * n))
     check(launch(kernels("math_lib"), (1, 1, 1), (128, 1, 1), [(dx, PTR), (dxd, PTR), (do, PTR), (dod, PTR), (n, I32)]))
     from scipy import special
@@ -825,8 +811,8 @@ def _assert_in_current_context(module: Any) -> None:
     np.testing.assert_array_equal(from_device(dy, 32, np.int32), 2 * x)
     x[17] = -1
     check(cu.cuMemcpyHtoD(dx, x, x.nbytes))
-    assert launch(kernels("checked"), (1, 1, 1), (32, 1, 1), [(dx, PTR), (dy, PTR)])[0] == \
-        cu.CUresult.CUDA_ERROR_ASSERT
+    check(launch(kernels("checked"), (1, 1, 1), (32, 1, 1), [(dx, PTR), (dy, PTR)]))
+    assert cu.cuStreamSynchronize(None)[0] == cu.CUresult.CUDA_ERROR_ASSERT
     text = report()
     assert "x[i] >= 0" in text and "thread (17, 0, 0)" in text
     assert cu.cuCtxSynchronize()[0] == cu.CUresult.CUDA_ERROR_ASSERT  # sticky, as on a GPU
@@ -841,10 +827,10 @@ def _pack(parts: np.ndarray, width: int) -> np.ndarray:
     return sum((parts[:, k] & ((1 << width) - 1)) << (k * width) for k in range(parts.shape[1])).astype(np.uint32)
 
 
-def test_simd_and_integer_intrinsics_block_votes_and_atomics(kernels: Any) -> None:
+def test_simd_and_integer_intrinsics_block_votes_and_atomics(kernels: Any, rng: np.random.Generator) -> None:
     n = 64
-    a = RNG.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
-    b = RNG.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    a = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    b = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
     b[::7] = a[::7]
     da, db, do = to_device(a), to_device(b), to_device(np.zeros(12 * n, np.uint32))
     datom = to_device(np.array([0, 5, 0xFFFFFFFF, 0], np.uint32))
@@ -902,8 +888,8 @@ def _directed(exact: np.ndarray, mode: str) -> np.ndarray:
     return np.where(back > exact, np.nextafter(near, -inf32), near)
 
 
-def test_directed_rounding_intrinsics(kernels: Any) -> None:
-    x = (RNG.standard_normal(64) * 10).astype(np.float32)
+def test_directed_rounding_intrinsics(kernels: Any, rng: np.random.Generator) -> None:
+    x = (rng.standard_normal(64) * 10).astype(np.float32)
     dx, do = to_device(x), to_device(np.zeros(8 * 64, np.float32))
     check(launch(kernels("round_intrinsics"), (1, 1, 1), (64, 1, 1), [(dx, PTR), (do, PTR)]))
     o = from_device(do, (64, 8), np.float32)
@@ -926,9 +912,9 @@ def test_directed_rounding_intrinsics(kernels: Any) -> None:
     np.testing.assert_array_equal(o[:, 7], rn + np.clip(x, 0, 1))
 
 
-def test_fp8_conversions(kernels: Any) -> None:
+def test_fp8_conversions(kernels: Any, rng: np.random.Generator) -> None:
     n = 128
-    a = np.concatenate([RNG.standard_normal(n - 8) * 40, [0.0, -0.0, 500.0, -1e6, 1e-5, np.inf, np.nan, 0.1]])
+    a = np.concatenate([rng.standard_normal(n - 8) * 40, [0.0, -0.0, 500.0, -1e6, 1e-5, np.inf, np.nan, 0.1]])
     a = a.astype(np.float32)
     da, d4, d5, dback = to_device(a), to_device(np.zeros(n, np.uint8)), to_device(np.zeros(n, np.uint8)), to_device(
         np.zeros(2 * n, np.float32))

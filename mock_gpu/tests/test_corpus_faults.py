@@ -6,19 +6,7 @@ import ctypes
 import re
 
 import numpy as np
-from test_driver_support import (  # noqa: F401  (ctx, make_system are fixtures)
-    I32,
-    PTR,
-    check,
-    compile_cuda,
-    ctx,
-    from_device,
-    launch,
-    load,
-    make_system,
-    report,
-    to_device,
-)
+from _driver_util import I32, PTR, check, compile_cuda, from_device, launch, load, report, to_device
 
 from mock_gpu import driver as cu
 
@@ -27,10 +15,11 @@ STORE = r'''extern "C" __global__ void fill(float* out, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) out[i] = (float)i; }'''
 
 
-def test_out_of_bounds_store_is_illegal_address_and_sticky(ctx) -> None:  # noqa: F811
+def test_out_of_bounds_store_is_illegal_address_and_sticky(ctx) -> None:
     _, (fn,) = load(STORE, "fill")
     out = check(cu.cuMemAlloc(100 * 4))
-    assert launch(fn, (1, 1, 1), (128, 1, 1), [(out, PTR), (101, I32)]) == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
+    check(launch(fn, (1, 1, 1), (128, 1, 1), [(out, PTR), (101, I32)]))  # the fault shows when the kernel runs
+    assert cu.cuStreamSynchronize(None) == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
     text = report()
     assert "fill" in text and "out-of-bounds" in text
     assert f"{int(out) + 400:#x}" in text  # thread 100 stores one float past the 400-byte buffer
@@ -38,33 +27,34 @@ def test_out_of_bounds_store_is_illegal_address_and_sticky(ctx) -> None:  # noqa
     # sticky: every later call on the context fails the same way, until the primary context is reset
     assert cu.cuMemAlloc(16) == (R.CUDA_ERROR_ILLEGAL_ADDRESS, None)
     assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
-    assert cu.cuStreamSynchronize(None) == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
     check(cu.cuDevicePrimaryCtxReset(0))
     check(cu.cuMemAlloc(16))
 
 
-def test_use_after_free_is_illegal_address(ctx) -> None:  # noqa: F811
+def test_use_after_free_is_illegal_address(ctx) -> None:
     _, (fn,) = load(STORE, "fill")
     out = check(cu.cuMemAlloc(64 * 4))
     check(cu.cuMemFree(out))
-    assert launch(fn, (1, 1, 1), (64, 1, 1), [(out, PTR), (64, I32)]) == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
+    check(launch(fn, (1, 1, 1), (64, 1, 1), [(out, PTR), (64, I32)]))
+    assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
     text = report()
     assert "fill" in text and "free" in text and f"{int(out):#x}" in text
 
 
-def test_divergent_barrier_is_launch_failure(ctx) -> None:  # noqa: F811
+def test_divergent_barrier_is_launch_failure(ctx) -> None:
     src = r'''extern "C" __global__ void split(int* out) {
         if (threadIdx.x < 16) { __syncthreads(); out[threadIdx.x] = 1; }
         else { out[threadIdx.x] = 2; __syncthreads(); } }'''
     _, (fn,) = load(src, "split")
     out = to_device(np.zeros(64, np.int32))
-    assert launch(fn, (1, 1, 1), (64, 1, 1), [(out, PTR)]) == (R.CUDA_ERROR_LAUNCH_FAILED,)
+    check(launch(fn, (1, 1, 1), (64, 1, 1), [(out, PTR)]))
+    assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_LAUNCH_FAILED,)
     text = report()
     assert "barrier" in text and "split" in text
-    assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_LAUNCH_FAILED,)
+    assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_LAUNCH_FAILED,)  # sticky
 
 
-def test_launch_of_unloaded_module_is_invalid_handle(ctx) -> None:  # noqa: F811
+def test_launch_of_unloaded_module_is_invalid_handle(ctx) -> None:
     module, (fn,) = load(STORE, "fill")
     out = check(cu.cuMemAlloc(64 * 4))
     check(cu.cuModuleUnload(module))
@@ -72,7 +62,7 @@ def test_launch_of_unloaded_module_is_invalid_handle(ctx) -> None:  # noqa: F811
     check(cu.cuMemAlloc(16))  # not sticky
 
 
-def test_bad_launches_are_invalid_value_and_run_nothing(ctx) -> None:  # noqa: F811
+def test_bad_launches_are_invalid_value_and_run_nothing(ctx) -> None:
     _, (fn,) = load(STORE, "fill")
     out = to_device(np.full(64, -1.0, np.float32))
     assert launch(fn, (1, 1, 1), (64, 1, 1), [(out, PTR)]) == (R.CUDA_ERROR_INVALID_VALUE,)  # one param missing
@@ -84,7 +74,7 @@ def test_bad_launches_are_invalid_value_and_run_nothing(ctx) -> None:  # noqa: F
     np.testing.assert_array_equal(from_device(out, 64, np.float32), -1.0)
 
 
-def test_invalid_ptx_reports_line_and_text(ctx) -> None:  # noqa: F811
+def test_invalid_ptx_reports_line_and_text(ctx) -> None:
     ptx = compile_cuda(STORE).replace(b"st.global.f32", b"frobnicate.global.f32")
     assert cu.cuModuleLoadData(ptx) == (R.CUDA_ERROR_INVALID_PTX, None)
     text = report()
@@ -92,11 +82,11 @@ def test_invalid_ptx_reports_line_and_text(ctx) -> None:  # noqa: F811
     assert f"line {line}" in text and "frobnicate" in text
 
 
-def test_cubin_image_is_invalid_image(ctx) -> None:  # noqa: F811
+def test_cubin_image_is_invalid_image(ctx) -> None:
     assert cu.cuModuleLoadData(b"\x7fELF\x02\x01\x01" + bytes(64)) == (R.CUDA_ERROR_INVALID_IMAGE, None)
 
 
-def test_out_of_memory_with_small_mockgpu_memory(make_system) -> None:  # noqa: F811
+def test_out_of_memory_with_small_mockgpu_memory(make_system) -> None:
     make_system(memory="64KiB")
     check(cu.cuMemAlloc(48 * 1024))
     assert cu.cuMemAlloc(32 * 1024) == (R.CUDA_ERROR_OUT_OF_MEMORY, None)

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 import pytest
-from test_driver_support import check, ctx, make_system, report  # noqa: F401  (fixtures)
+from _driver_util import check, report
 
 import mock_gpu
 from mock_gpu import driver as cu
@@ -51,7 +51,7 @@ def test_cuinit_with_invalid_env_is_invalid_value(monkeypatch: pytest.MonkeyPatc
     mock_gpu.reset()
 
 
-def test_device_queries_follow_config(make_system) -> None:  # noqa: F811
+def test_device_queries_follow_config(make_system) -> None:
     make_system(devices="3", arch="sm_80", memory="1GiB")
     assert check(cu.cuDeviceGetCount()) == 3
     dev = check(cu.cuDeviceGet(2))
@@ -69,12 +69,12 @@ def test_device_queries_follow_config(make_system) -> None:  # noqa: F811
     assert cu.cuDeviceGet(3) == (R.CUDA_ERROR_INVALID_DEVICE, None)
 
 
-def test_unemulated_attribute_is_invalid_value(ctx) -> None:  # noqa: F811
+def test_unemulated_attribute_is_invalid_value(ctx) -> None:
     attr = cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT
     assert cu.cuDeviceGetAttribute(attr, 0) == (R.CUDA_ERROR_INVALID_VALUE, None)
 
 
-def test_memory_round_trip_and_memsets(ctx) -> None:  # noqa: F811
+def test_memory_round_trip_and_memsets(ctx) -> None:
     host = (np.arange(256, dtype=np.uint64) * 2654435761 % 2**32).astype(np.uint32)
     ptr = check(cu.cuMemAlloc(host.nbytes))
     check(cu.cuMemcpyHtoD(ptr, host, host.nbytes))
@@ -93,7 +93,7 @@ def test_memory_round_trip_and_memsets(ctx) -> None:  # noqa: F811
     np.testing.assert_array_equal(raw, expected)
 
 
-def test_device_to_device_and_unified_copies(ctx) -> None:  # noqa: F811
+def test_device_to_device_and_unified_copies(ctx) -> None:
     src_host = np.linspace(-1, 1, 100, dtype=np.float64)
     a, b = check(cu.cuMemAlloc(800)), check(cu.cuMemAlloc(800))
     stream = check(cu.cuStreamCreate(0))
@@ -105,21 +105,21 @@ def test_device_to_device_and_unified_copies(ctx) -> None:  # noqa: F811
     np.testing.assert_array_equal(out, np.concatenate([src_host[50:], src_host[:50]]))
 
 
-def test_copy_outside_an_allocation_is_invalid_value_with_report(ctx) -> None:  # noqa: F811
+def test_copy_outside_an_allocation_is_invalid_value_with_report(ctx) -> None:
     ptr = check(cu.cuMemAlloc(64))
     assert cu.cuMemcpyHtoD(int(ptr) + 32, bytes(64), 64) == (R.CUDA_ERROR_INVALID_VALUE,)
     assert f"{int(ptr) + 32:#x}" in report()
     assert cu.cuMemsetD32(int(ptr) + 2, 0, 1) == (R.CUDA_ERROR_INVALID_VALUE,)  # misaligned for 32-bit memset
 
 
-def test_free_twice_and_alloc_zero_are_invalid_value(ctx) -> None:  # noqa: F811
+def test_free_twice_and_alloc_zero_are_invalid_value(ctx) -> None:
     ptr = check(cu.cuMemAlloc(128))
     check(cu.cuMemFree(ptr))
     assert cu.cuMemFree(ptr) == (R.CUDA_ERROR_INVALID_VALUE,)
     assert cu.cuMemAlloc(0) == (R.CUDA_ERROR_INVALID_VALUE, None)
 
 
-def test_out_of_memory_and_mem_get_info(make_system) -> None:  # noqa: F811
+def test_out_of_memory_and_mem_get_info(make_system) -> None:
     make_system(memory="1MiB")
     assert check(cu.cuMemGetInfo()) == (1 << 20, 1 << 20)
     ptr = check(cu.cuMemAlloc(600_000))
@@ -131,7 +131,7 @@ def test_out_of_memory_and_mem_get_info(make_system) -> None:  # noqa: F811
     check(cu.cuMemAlloc(600_000))
 
 
-def test_pinned_host_memory_is_real_host_memory(ctx) -> None:  # noqa: F811
+def test_pinned_host_memory_is_real_host_memory(ctx) -> None:
     addr = check(cu.cuMemHostAlloc(4096, 0x01))
     assert addr % 4096 == 0
     ctypes.memmove(addr, b"mock_gpu pinned", 15)
@@ -145,7 +145,7 @@ def test_pinned_host_memory_is_real_host_memory(ctx) -> None:  # noqa: F811
     assert cu.cuMemHostAlloc(16, 0x80) == (R.CUDA_ERROR_INVALID_VALUE, None)
 
 
-def test_event_elapsed_time_measures_the_gap_in_ms(ctx) -> None:  # noqa: F811
+def test_event_elapsed_time_measures_the_gap_in_ms(ctx) -> None:
     start, end = check(cu.cuEventCreate(0)), check(cu.cuEventCreate(0))
     stream = check(cu.cuStreamCreate(1))
     check(cu.cuEventRecord(start, stream))
@@ -159,7 +159,7 @@ def test_event_elapsed_time_measures_the_gap_in_ms(ctx) -> None:  # noqa: F811
     check(cu.cuEventQuery(end))
 
 
-def test_elapsed_time_needs_recorded_timing_events(ctx) -> None:  # noqa: F811
+def test_elapsed_time_needs_recorded_timing_events(ctx) -> None:
     recorded, fresh = check(cu.cuEventCreate(0)), check(cu.cuEventCreate(0))
     untimed = check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING))
     check(cu.cuEventRecord(recorded, None))
@@ -168,7 +168,7 @@ def test_elapsed_time_needs_recorded_timing_events(ctx) -> None:  # noqa: F811
     assert cu.cuEventElapsedTime(recorded, untimed) == (R.CUDA_ERROR_INVALID_HANDLE, None)
 
 
-def test_destroyed_handles_are_invalid(ctx) -> None:  # noqa: F811
+def test_destroyed_handles_are_invalid(ctx) -> None:
     stream, event = check(cu.cuStreamCreate(0)), check(cu.cuEventCreate(0))
     check(cu.cuStreamDestroy(stream))
     check(cu.cuEventDestroy(event))
@@ -177,7 +177,7 @@ def test_destroyed_handles_are_invalid(ctx) -> None:  # noqa: F811
     assert cu.cuEventRecord(stream, None) == (R.CUDA_ERROR_INVALID_HANDLE,)  # a stream is not an event
 
 
-def test_created_context_is_current_and_owns_its_memory(ctx) -> None:  # noqa: F811
+def test_created_context_is_current_and_owns_its_memory(ctx) -> None:
     free_before = check(cu.cuMemGetInfo())[0]
     own = check(cu.cuCtxCreate(None, 0, 0))
     assert int(check(cu.cuCtxGetCurrent())) == int(own)
@@ -190,13 +190,13 @@ def test_created_context_is_current_and_owns_its_memory(ctx) -> None:  # noqa: F
     assert int(check(cu.cuCtxGetDevice())) == 0
 
 
-def test_no_current_context_is_invalid_context(ctx) -> None:  # noqa: F811
+def test_no_current_context_is_invalid_context(ctx) -> None:
     check(cu.cuCtxSetCurrent(None))
     assert int(check(cu.cuCtxGetCurrent())) == 0
     assert cu.cuMemAlloc(16) == (R.CUDA_ERROR_INVALID_CONTEXT, None)
 
 
-def test_peer_access(make_system) -> None:  # noqa: F811
+def test_peer_access(make_system) -> None:
     ctx0 = make_system(devices="2")
     assert check(cu.cuDeviceCanAccessPeer(0, 1)) == 1
     assert check(cu.cuDeviceCanAccessPeer(1, 1)) == 0

@@ -13,18 +13,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _driver_util import PTR, U32, check, from_device, launch, report, to_device
 from _ptx_util import HEADER
-from test_driver_support import (  # noqa: F401  (ctx, make_system are fixtures)
-    PTR,
-    U32,
-    check,
-    ctx,
-    from_device,
-    launch,
-    make_system,
-    report,
-    to_device,
-)
 
 from mock_gpu import driver as cu
 from mock_gpu import ptx
@@ -137,18 +127,18 @@ def test_every_truncation_of_a_real_module_is_a_clean_ptx_error() -> None:
     (b".version 8.0\n.target sm_999\n.address_size 64\n", R.CUDA_ERROR_INVALID_PTX),
     (b".version 8.0\n.target sm_90\n.address_size 32\n", R.CUDA_ERROR_INVALID_PTX),
 ])
-def test_module_images_that_are_not_loadable_ptx(ctx: Any, image: Any, code: Any) -> None:  # noqa: F811
+def test_module_images_that_are_not_loadable_ptx(ctx: Any, image: Any, code: Any) -> None:
     assert cu.cuModuleLoadData(image) == (code, None)
     assert report()
 
 
 @pytest.mark.parametrize("image", [[1, 2], 1.5, object()])
-def test_module_image_of_a_wrong_python_type_raises_type_error(ctx: Any, image: Any) -> None:  # noqa: F811
-    with pytest.raises(TypeError):
+def test_module_image_of_a_wrong_python_type_raises_type_error(ctx: Any, image: Any) -> None:
+    with pytest.raises(TypeError, match=r"image.*buffer"):
         cu.cuModuleLoadData(image)
 
 
-def test_ptx_for_a_newer_architecture_than_the_device_is_rejected(make_system: Any) -> None:  # noqa: F811
+def test_ptx_for_a_newer_architecture_than_the_device_is_rejected(make_system: Any) -> None:
     make_system(arch="sm_80")
     assert cu.cuModuleLoadData(STORE_KERNEL.encode()) == (R.CUDA_ERROR_INVALID_PTX, None)  # .target sm_90
     assert "sm_90" in report() and "sm_80" in report()
@@ -157,7 +147,7 @@ def test_ptx_for_a_newer_architecture_than_the_device_is_rejected(make_system: A
 
 # ----- launches -----
 @pytest.fixture
-def store(ctx: Any) -> tuple[Any, Any]:  # noqa: F811
+def store(ctx: Any) -> tuple[Any, Any]:
     module = check(cu.cuModuleLoadData(STORE_KERNEL.encode()))
     return check(cu.cuModuleGetFunction(module, b"k")), to_device(np.zeros(64, np.uint32))
 
@@ -183,13 +173,16 @@ def test_bad_launch_configuration_is_invalid_value_and_runs_nothing(store: Any, 
     np.testing.assert_array_equal(from_device(buf, 64, np.uint32), 7)
 
 
-@pytest.mark.parametrize(("grid", "smem", "exc"), [
-    ((-1, 1, 1), 0, OverflowError), (("a", 1, 1), 0, TypeError), ((1.5, 1, 1), 0, TypeError),
-    ((1, 1, 1), -1, OverflowError), ((1, 1, 1), None, TypeError), ((1, 1, 1), 1 << 40, OverflowError),
+@pytest.mark.parametrize(("grid", "smem", "exc", "names"), [
+    ((-1, 1, 1), 0, OverflowError, "gridDimX -1"), (("a", 1, 1), 0, TypeError, "gridDimX must be an int"),
+    ((1.5, 1, 1), 0, TypeError, "gridDimX must be an int"), ((1, 1, 1), -1, OverflowError, "sharedMemBytes -1"),
+    ((1, 1, 1), None, TypeError, "sharedMemBytes must be an int"),
+    ((1, 1, 1), 1 << 40, OverflowError, "sharedMemBytes 1099511627776"),
 ])
-def test_launch_arguments_cuda_python_cannot_convert_raise(store: Any, grid: Any, smem: Any, exc: type) -> None:
+def test_launch_arguments_cuda_python_cannot_convert_raise(store: Any, grid: Any, smem: Any, exc: type,
+                                                           names: str) -> None:
     fn, buf = store
-    with pytest.raises(exc):
+    with pytest.raises(exc, match=names):
         cu.cuLaunchKernel(fn, *grid, 32, 1, 1, smem, None, ((buf, 7), (None, U32)), 0)
 
 
@@ -213,7 +206,7 @@ def test_wrong_parameters_are_invalid_value(store: Any, params: Any) -> None:
 def test_parameter_values_of_the_wrong_python_type_raise_type_error(store: Any, values: tuple) -> None:
     fn, buf = store
     types = (U32,) if values != (None,) else (None,)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="kernel parameter"):
         cu.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, None, ((buf, *values), (None, *types)), 0)
 
 
@@ -221,7 +214,8 @@ def test_freed_pointer_in_a_kernel_is_illegal_address_and_sticky(store: Any) -> 
     fn, buf = store
     gone = check(cu.cuMemAlloc(256))
     check(cu.cuMemFree(gone))
-    assert launch(fn, (1, 1, 1), (32, 1, 1), [(gone, PTR), (7, U32)]) == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
+    check(launch(fn, (1, 1, 1), (32, 1, 1), [(gone, PTR), (7, U32)]))
+    assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
     assert "use-after-free" in report() or "freed" in report()
     assert cu.cuMemAlloc(16) == (R.CUDA_ERROR_ILLEGAL_ADDRESS, None)
 
@@ -238,7 +232,7 @@ def test_function_handles_of_garbage_and_launch_on_destroyed_stream(store: Any) 
     assert cu.cuStreamDestroy(stream) == (R.CUDA_ERROR_INVALID_HANDLE,)
 
 
-def test_endless_spin_wait_times_out_instead_of_hanging(make_system: Any) -> None:  # noqa: F811
+def test_endless_spin_wait_times_out_instead_of_hanging(make_system: Any) -> None:
     make_system(launch_timeout="0.3")
     spin = HEADER + """.visible .entry spin(.param .u64 flag)
 {
@@ -255,12 +249,13 @@ $L_wait:
 """
     fn = check(cu.cuModuleGetFunction(check(cu.cuModuleLoadData(spin.encode())), b"spin"))
     flag = to_device(np.zeros(1, np.uint32))
-    assert launch(fn, (2, 1, 1), (32, 1, 1), [(flag, PTR)]) == (R.CUDA_ERROR_LAUNCH_TIMEOUT,)
+    check(launch(fn, (2, 1, 1), (32, 1, 1), [(flag, PTR)]))
+    assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_LAUNCH_TIMEOUT,)
     assert "spin" in report() and "MOCKGPU_LAUNCH_TIMEOUT" in report()
 
 
 # ----- memory -----
-def test_copies_that_do_not_fit_are_invalid_value(ctx: Any) -> None:  # noqa: F811
+def test_copies_that_do_not_fit_are_invalid_value(ctx: Any) -> None:
     dev = check(cu.cuMemAlloc(64))
     small = np.zeros(4, np.float32)  # 16 bytes
     assert cu.cuMemcpyHtoD(dev, np.zeros(32, np.float32), 128) == (R.CUDA_ERROR_INVALID_VALUE,)  # device too small
@@ -271,16 +266,16 @@ def test_copies_that_do_not_fit_are_invalid_value(ctx: Any) -> None:  # noqa: F8
     assert cu.cuMemsetD32(dev, 0, 17) == (R.CUDA_ERROR_INVALID_VALUE,)
     assert cu.cuMemsetD32(int(dev) + 2, 0, 1) == (R.CUDA_ERROR_INVALID_VALUE,)  # misaligned
     assert cu.cuMemcpyHtoD(dev, None, 16) == (R.CUDA_ERROR_INVALID_VALUE,)
-    with pytest.raises(TypeError):
-        cu.cuMemcpyDtoH(b"\x00" * 64, dev, 64)  # read-only destination
-    with pytest.raises(OverflowError):
+    with pytest.raises(TypeError, match="dstHost is a read-only buffer"):
+        cu.cuMemcpyDtoH(b"\x00" * 64, dev, 64)
+    with pytest.raises(OverflowError, match="ByteCount -4 does not fit a size_t"):
         cu.cuMemcpyDtoH(small, dev, -4)
-    with pytest.raises(OverflowError):
+    with pytest.raises(OverflowError, match="cuMemsetD8 value 300"):
         cu.cuMemsetD8(dev, 300, 1)
     check(cu.cuMemcpyHtoD(dev, small, 0))
 
 
-def test_frees_of_what_is_not_a_live_device_allocation(ctx: Any) -> None:  # noqa: F811
+def test_frees_of_what_is_not_a_live_device_allocation(ctx: Any) -> None:
     dev = check(cu.cuMemAlloc(64))
     check(cu.cuMemFree(dev))
     assert cu.cuMemFree(dev) == (R.CUDA_ERROR_INVALID_VALUE,)  # double free
@@ -296,19 +291,19 @@ def test_frees_of_what_is_not_a_live_device_allocation(ctx: Any) -> None:  # noq
 
 @pytest.mark.parametrize(("size", "exc"), [(-1, OverflowError), (1 << 70, OverflowError), ("a", TypeError),
                                            (None, TypeError), (2.5, TypeError)])
-def test_allocation_sizes_cuda_python_cannot_convert_raise(ctx: Any, size: Any, exc: type) -> None:  # noqa: F811
-    with pytest.raises(exc):
+def test_allocation_sizes_cuda_python_cannot_convert_raise(ctx: Any, size: Any, exc: type) -> None:
+    with pytest.raises(exc, match="bytesize"):
         cu.cuMemAlloc(size)
 
 
-def test_allocation_sizes_the_driver_rejects(make_system: Any) -> None:  # noqa: F811
+def test_allocation_sizes_the_driver_rejects(make_system: Any) -> None:
     make_system(memory="1MiB")
     assert cu.cuMemAlloc(0) == (R.CUDA_ERROR_INVALID_VALUE, None)
     assert cu.cuMemAlloc(2 << 20) == (R.CUDA_ERROR_OUT_OF_MEMORY, None)
 
 
 # ----- events and streams across contexts -----
-def test_event_recorded_on_a_stream_of_another_context_is_invalid_handle(make_system: Any) -> None:  # noqa: F811
+def test_event_recorded_on_a_stream_of_another_context_is_invalid_handle(make_system: Any) -> None:
     primary = make_system(devices="2")
     other = check(cu.cuCtxCreate(None, 0, check(cu.cuDeviceGet(1))))
     foreign_event, foreign_stream = check(cu.cuEventCreate(0)), check(cu.cuStreamCreate(0))
@@ -330,8 +325,9 @@ def test_event_recorded_on_a_stream_of_another_context_is_invalid_handle(make_sy
     {"devices": "0"}, {"devices": "-1"}, {"devices": "x"}, {"devices": "65"},
     {"arch": "sm_999"}, {"arch": ""}, {"arch": "sm_80x"},
     {"launch_timeout": "0"}, {"launch_timeout": "inf"}, {"launch_timeout": "soon"},
+    {"deferred": "yes"}, {"deferred": "2"},
 ])
-def test_environment_garbage_makes_cuinit_invalid_value(make_system: Any, env: dict[str, str]) -> None:  # noqa: F811
+def test_environment_garbage_makes_cuinit_invalid_value(make_system: Any, env: dict[str, str]) -> None:
     with pytest.raises(AssertionError, match="CUDA_ERROR_INVALID_VALUE"):
         make_system(**env)
     (name, value), = env.items()

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from mock_gpu import driver as cu
-from mock_gpu._driver_params import pack_params
+from mock_gpu._driver.marshal import pack_params
 from mock_gpu.errors import DriverError
 
 # .param .u64 p0 (offset 0), .param .u32 p1 (offset 8), .param .f32 p2 (offset 12): 16 bytes

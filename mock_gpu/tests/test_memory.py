@@ -25,9 +25,9 @@ def test_alloc_is_aligned_above_base_and_counts_usage(space):
 def test_out_of_memory_and_bad_sizes(space):
     with pytest.raises(OutOfMemory, match="device 1"):
         space.alloc(5000, device=1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="size must be a positive number of bytes"):
         space.alloc(0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="unknown device 7"):
         space.alloc(16, device=7)
 
 

@@ -48,30 +48,52 @@ def test_divergent_loop_reconverges_before_activemask():
 
 
 BARRIERS = HEADER + """
-.visible .entry twobar(.param .u32 mode)
+.visible .entry twobar(.param .u64 out, .param .u32 mode)
 {
+    .shared .align 4 .b32 seen[32];
     .reg .pred %p<3>;
-    .reg .b32 %r<4>;
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd1, [out];
     ld.param.u32 %r2, [mode];
     mov.u32 %r1, %tid.x;
+    mov.u32 %r3, seen;
+    shl.b32 %r4, %r1, 2;
+    add.u32 %r4, %r3, %r4;
+    st.shared.u32 [%r4], %r1;
     setp.lt.u32 %p1, %r1, 16;
     @%p1 bra LOW;
     setp.eq.u32 %p2, %r2, 0;
     @%p2 bar.sync 1;
     @!%p2 barrier.sync 0;
-    ret;
+    bra.uni DONE;
 LOW:
     barrier.sync 0;
+DONE:
+    sub.u32 %r5, 31, %r1;
+    shl.b32 %r5, %r5, 2;
+    add.u32 %r5, %r3, %r5;
+    ld.shared.u32 %r5, [%r5];
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r5;
     ret;
 }
-.visible .entry halfexit()
+.visible .entry halfexit(.param .u64 out)
 {
     .reg .pred %p<2>;
-    .reg .b32 %r<2>;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
     mov.u32 %r1, %tid.x;
     setp.lt.u32 %p1, %r1, 16;
     @%p1 ret;
     bar.sync 0;
+    mov.u32 %r2, %ctaid.x;
+    mad.lo.u32 %r3, %r2, 32, %r1;
+    mul.wide.u32 %rd2, %r3, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r1;
     ret;
 }
 """
@@ -79,15 +101,27 @@ LOW:
 
 def test_barrier_some_threads_can_never_reach_raises():
     dev = Device(BARRIERS)
+    out = dev.buf(np.zeros(32, np.uint32))
     with pytest.raises(ptx.BarrierDivergence) as e:
-        dev.run("twobar", (2, 1, 1), (32, 1, 1), 0)
+        dev.run("twobar", (2, 1, 1), (32, 1, 1), out, 0)
     assert e.value.kernel == "twobar" and e.value.block == (0, 0, 0)
 
 
-def test_non_aligned_barrier_at_two_instructions_completes_and_exited_threads_do_not_count():
+def test_non_aligned_barrier_at_two_instructions_synchronizes_the_block():
+    """Each thread reads, after the barrier, what its mirror thread of the other half stored before it: only a
+    barrier that holds both halves (arriving at two different barrier.sync instructions) gives 31 - tid."""
     dev = Device(BARRIERS)
-    dev.run("twobar", (2, 1, 1), (32, 1, 1), 1)
-    dev.run("halfexit", (3, 1, 1), (32, 1, 1))
+    out = dev.buf(np.zeros(32, np.uint32))
+    dev.run("twobar", (1, 1, 1), (32, 1, 1), out, 1)
+    np.testing.assert_array_equal(dev.get(out, 32, np.uint32), 31 - np.arange(32))
+
+
+def test_exited_threads_do_not_count_at_a_barrier():
+    dev = Device(BARRIERS)
+    out = dev.buf(np.zeros(3 * 32, np.uint32))
+    dev.run("halfexit", (3, 1, 1), (32, 1, 1), out)
+    tid = np.arange(32, dtype=np.uint32)
+    np.testing.assert_array_equal(dev.get(out, 96, np.uint32).reshape(3, 32), np.tile(np.where(tid >= 16, tid, 0), (3, 1)))
 
 
 SHARED_REVERSE = HEADER + """

@@ -7,8 +7,6 @@ from __future__ import annotations
 import numpy as np
 from _ptx_util import HEADER, Device
 
-RNG = np.random.default_rng(7)
-
 
 def _run(body: str, regs: str, a: np.ndarray, b: np.ndarray, outs: int) -> np.ndarray:
     """Run ``body`` for 64 threads with %r1 = a[tid], %r2 = b[tid]; it stores ``outs`` words at [%rd9 + 4k]."""
@@ -40,12 +38,12 @@ def _run(body: str, regs: str, a: np.ndarray, b: np.ndarray, outs: int) -> np.nd
     return dev.get(po, 64 * outs, np.uint32).reshape(64, outs)
 
 
-def _words(n: int = 64) -> np.ndarray:
-    return RNG.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+def _words(rng: np.random.Generator, n: int = 64) -> np.ndarray:
+    return rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
 
 
-def test_lop3_predicate_form_bmsk_and_szext() -> None:
-    a, b = _words(), _words()
+def test_lop3_predicate_form_bmsk_and_szext(rng: np.random.Generator) -> None:
+    a, b = _words(rng), _words(rng)
     a[:4] = 0
     body = """
     lop3.or.b32 %r3|%p1, %r1, %r2, %r1, 0x80, %p0;
@@ -86,8 +84,8 @@ def test_lop3_predicate_form_bmsk_and_szext() -> None:
         assert got[t, 5] == ext(x, y & 31, False)
 
 
-def test_simd_video_sat_add_and_vset() -> None:
-    a, b = _words(), _words()
+def test_simd_video_sat_add_and_vset(rng: np.random.Generator) -> None:
+    a, b = _words(rng), _words(rng)
     body = """
     vsub4.s32.s32.s32.sat %r3, %r1, %r2, %r0;
     vabsdiff2.u32.u32.u32.add %r4, %r1, %r2, %r0;
@@ -120,9 +118,9 @@ def test_simd_video_sat_add_and_vset() -> None:
                                                                     strict=True)], 8)
 
 
-def test_packed_half_comparisons_and_u16x2_arithmetic() -> None:
-    a = RNG.integers(-4, 5, 128).astype(np.float16)
-    b = RNG.integers(-4, 5, 128).astype(np.float16)
+def test_packed_half_comparisons_and_u16x2_arithmetic(rng: np.random.Generator) -> None:
+    a = rng.integers(-4, 5, 128).astype(np.float16)
+    b = rng.integers(-4, 5, 128).astype(np.float16)
     a[3] = np.nan
     body = """
     setp.lt.f16x2 %p1|%p2, %r1, %r2;
@@ -151,8 +149,8 @@ def test_packed_half_comparisons_and_u16x2_arithmetic() -> None:
     np.testing.assert_array_equal(np.ascontiguousarray(got[:, 4]).view(np.int16), np.minimum(a.view(np.int16), b.view(np.int16)))
 
 
-def test_cp_async_zero_fill_and_ignore_src() -> None:
-    a = _words()
+def test_cp_async_zero_fill_and_ignore_src(rng: np.random.Generator) -> None:
+    a = _words(rng)
     body = """
     .shared .align 16 .b8 buf[1024];
     mov.u32 %r10, buf;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterator
 from typing import NoReturn, Protocol
 
@@ -11,7 +12,12 @@ from harness.bench_schema import LIMIT, LIMIT_KEY, PEER, PEER_KEY, REFERENCE_KEY
 from runtime_core.device import Device
 from runtime_core.dtype import DType
 
-__all__ = ["MARKERS", "register", "restriction_reason", "capability_reason", "bench_threshold", "bench_role", "bench_group"]
+__all__ = ["MARKERS", "PROJECT_BACKENDS", "register", "restriction_reason", "capability_reason", "bench_threshold",
+           "bench_role", "bench_group"]
+
+PROJECT_BACKENDS = ("CPU", "PYTHON", "CUDA", "DISK", "CLOUD")
+"""Backends this project ships: a marker may name one that is not installed here (the test then skips), while a name
+that is neither registered nor one of these is a typo and fails the test."""
 
 MARKERS = {
     "backends": "backends(*names): run this test only on these backends, e.g. backends('CPU', 'PYTHON'); "
@@ -55,17 +61,24 @@ def _names(node: _Marked, mark: pytest.Mark) -> set[str]:
     otherwise skip it on every backend, or never skip it)."""
     if not mark.args:
         _misuse(node, f"@pytest.mark.{mark.name}() names no backend; give names such as {mark.name}('CPU', 'PYTHON')")
-    registered = Device.backends()
+    known = set(Device.backends()) | set(PROJECT_BACKENDS)
     out = set()
     for n in mark.args:
         if not isinstance(n, str) or not n:
             _misuse(node, f"@pytest.mark.{mark.name} takes backend names as non-empty strings, got {n!r}")
         name = Device.canonicalize(n)
-        if name.partition(":")[0] not in registered:
-            _misuse(node, f"@pytest.mark.{mark.name} names {n!r}, which is no registered backend; registered: "
-                          f"{', '.join(sorted(registered)) or 'none'}")
+        if (backend := name.partition(":")[0]) not in known:
+            close = difflib.get_close_matches(backend, sorted(known), n=1, cutoff=0.5)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            _misuse(node, f"@pytest.mark.{mark.name} names {n!r}, which is no backend; {hint}registered: "
+                          f"{', '.join(sorted(Device.backends())) or 'none'}")
         out.add(name)
     return out
+
+
+def _not_installed(names: set[str]) -> str:
+    missing = sorted({n.partition(":")[0] for n in names} - set(Device.backends()))
+    return f" ({', '.join(missing)}: not installed, no backend registered under that name)" if missing else ""
 
 
 def restriction_reason(node: _Marked, backend: str) -> str | None:
@@ -78,7 +91,8 @@ def restriction_reason(node: _Marked, backend: str) -> str | None:
     """
     for m in node.iter_markers("backends"):  # every level's restriction applies
         if not _covers(allowed := _names(node, m), backend):
-            return f"test restricted to backends {', '.join(sorted(allowed))} by @pytest.mark.backends"
+            return (f"test restricted to backends {', '.join(sorted(allowed))} by @pytest.mark.backends"
+                    f"{_not_installed(allowed)}")
     for m in node.iter_markers("skip_backends"):
         if _covers(_names(node, m), backend):
             why = m.kwargs.get("reason") or "no reason given"

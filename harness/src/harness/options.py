@@ -6,12 +6,16 @@ import os
 
 import pytest
 
-__all__ = ["add_options", "requested_backends", "strict_backends", "seed_setting", "run_bigmem",
-           "BACKENDS_ENV", "SEED_ENV", "BIGMEM_ENV"]
+__all__ = ["add_options", "requested_backends", "strict_backends", "require_tests", "seed_setting", "run_bigmem",
+           "disk_bench_bytes", "BACKENDS_ENV", "SEED_ENV", "BIGMEM_ENV", "REQUIRE_TESTS_ENV", "DISK_BENCH_ENV",
+           "DISK_BENCH_DEFAULT_MIB"]
 
 BACKENDS_ENV = "HARNESS_BACKENDS"
 SEED_ENV = "HARNESS_SEED"
 BIGMEM_ENV = "HARNESS_RUN_BIGMEM"
+DISK_BENCH_ENV = "HARNESS_DISK_BENCH_MIB"
+DISK_BENCH_DEFAULT_MIB = 256  # 1024 (the 1 GiB of issue 9) makes `nox -s bench` about a minute longer
+REQUIRE_TESTS_ENV = "HARNESS_REQUIRE_TESTS"
 RANDOM_SEED = "random"
 
 
@@ -23,11 +27,17 @@ def add_options(parser: pytest.Parser) -> None:
                          "default: every registered backend with a default priority that opens)")
     group.addoption("--strict-backends", action="store_true", default=False,
                     help="fail the session when a requested backend is unavailable instead of skipping its tests")
+    group.addoption("--require-tests", action="store_true", default=False,
+                    help=f"fail the session when no test executed (all skipped, deselected or none collected); env "
+                         f"{REQUIRE_TESTS_ENV}=1")
     group.addoption("--harness-seed", default=None, metavar="SEED",
                     help=f"seed of the rng fixture for every test: an int, or 'random' (env {SEED_ENV}; "
                          "default: a stable seed derived from each test's node id)")
     group.addoption("--run-bigmem", action="store_true", default=False,
                     help=f"run tests marked bigmem, which need more than 2 GiB of memory (env {BIGMEM_ENV}=1)")
+    group.addoption("--disk-bench-mib", default=None, metavar="MIB",
+                    help=f"size of the file the DISK read benchmarks read, in MiB (env {DISK_BENCH_ENV}; default "
+                         f"{DISK_BENCH_DEFAULT_MIB}; 1024 for the 1 GiB figures)")
 
 
 def _split(names: str) -> list[str]:
@@ -53,6 +63,11 @@ def requested_backends(config: pytest.Config) -> list[str] | None:
 
 def strict_backends(config: pytest.Config) -> bool:
     return bool(config.getoption("strict_backends"))
+
+
+def require_tests(config: pytest.Config) -> bool:
+    """``--require-tests``, or ``HARNESS_REQUIRE_TESTS`` set to anything but empty or ``0``."""
+    return bool(config.getoption("require_tests")) or os.environ.get(REQUIRE_TESTS_ENV, "0").strip() not in ("", "0")
 
 
 def seed_setting(config: pytest.Config) -> int | str | None:
@@ -81,3 +96,22 @@ def seed_setting(config: pytest.Config) -> int | str | None:
 def run_bigmem(config: pytest.Config) -> bool:
     """Whether tests marked ``bigmem`` run: ``--run-bigmem`` or ``HARNESS_RUN_BIGMEM`` set to a value other than 0."""
     return bool(config.getoption("run_bigmem")) or os.environ.get(BIGMEM_ENV, "0") not in ("", "0")
+
+
+def disk_bench_bytes(config: pytest.Config) -> int:
+    """Bytes of the DISK read benchmarks' file, from ``--disk-bench-mib`` (first) or ``HARNESS_DISK_BENCH_MIB``.
+
+    Raises ``pytest.UsageError`` for a value that is not a positive integer.
+    """
+    raw, source = config.getoption("disk_bench_mib"), "--disk-bench-mib"
+    if raw is None:
+        raw, source = os.environ.get(DISK_BENCH_ENV), DISK_BENCH_ENV
+    if raw is None or not raw.strip():
+        return DISK_BENCH_DEFAULT_MIB << 20
+    try:
+        mib = int(raw)
+    except ValueError:
+        mib = 0
+    if mib <= 0:
+        raise pytest.UsageError(f"{source}={raw!r} is not a positive number of MiB (e.g. 1024)")
+    return mib << 20

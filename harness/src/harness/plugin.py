@@ -15,6 +15,9 @@ from harness import markers, options, seeding
 from harness.bench_schema import THRESHOLD_KEY
 from harness.fixtures import device, rng
 from harness.selection import WORKERINPUT_KEY, get_selection
+from harness.summary import BACKEND_PROPERTY, BackendCounts, backend_of
+
+_COUNTS_KEY = pytest.StashKey[BackendCounts]()
 
 __all__ = ["device", "rng"]
 
@@ -33,6 +36,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.import_plugin("harness.bench_hooks")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(config), "harness-xdist")
+    if not hasattr(config, "workerinput"):  # the controller (or a plain run) sees every report
+        config.stash[_COUNTS_KEY] = BackendCounts()
+        config.pluginmanager.register(config.stash[_COUNTS_KEY], "harness-backend-counts")
 
 
 class _XdistHooks:
@@ -101,6 +107,40 @@ def pytest_runtest_call(item: pytest.Item) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
     outcome = yield
     report = outcome.get_result()
+    if (backend := backend_of(item)) is not None:
+        report.user_properties.append((BACKEND_PROPERTY, backend))
     seed = item.stash.get(seeding.SEED_STASH, None)
     if seed is not None and report.failed:
         report.sections.append(seeding.failure_section(seed))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    counts = config.stash.get(_COUNTS_KEY, None)
+    if counts is None or exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        return
+    problems = []
+    if options.strict_backends(config) and (missing := counts.unexecuted(list(get_selection(config).params))):
+        problems.append(f"--strict-backends: no test executed on {', '.join(missing)} (all skipped or deselected): "
+                        f"this run tested nothing there, so it fails")
+    if options.require_tests(config) and counts.executed_total == 0:
+        problems.append(f"--require-tests ({options.REQUIRE_TESTS_ENV}=1): no test executed (all skipped or none "
+                        f"collected), so the run fails")
+    if problems:
+        config.stash[_PROBLEMS_KEY] = problems
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_PROBLEMS_KEY = pytest.StashKey[list[str]]()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    counts = config.stash.get(_COUNTS_KEY, None)
+    problems = config.stash.get(_PROBLEMS_KEY, [])
+    if counts is None or not counts.counts and not problems:
+        return
+    terminalreporter.section("harness: tests per backend")
+    for line in counts.lines() or ["no test ran on any backend"]:
+        terminalreporter.write_line(line)
+    for line in problems:
+        terminalreporter.write_line(line, red=True)

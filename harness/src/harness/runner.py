@@ -8,19 +8,19 @@ The path is the one every backend user takes (``runtime_core`` docs): ``renderer
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from harness.assertions import assert_close
+from harness.kernels.case import KernelCase
+from harness.kernels.large_index import BASE, COUNT, GROUP, LargeIndexCase
 from runtime_core.buffer import Buffer
 from runtime_core.device import Device
+from runtime_core.dtype import dtypes
 from runtime_core.ir import Kernel
 
-if TYPE_CHECKING:  # the kernel library imports this module; importing it back at run time would be circular
-    from harness.kernels.case import KernelCase
-
-__all__ = ["load_program", "run_kernel", "check_case", "unsupported_reason"]
+__all__ = ["load_program", "run_kernel", "check_case", "check_large_index", "unsupported_reason"]
 
 _programs: dict[tuple[str, str], Any] = {}
 
@@ -94,3 +94,26 @@ def check_case(device: str, case: KernelCase, rng: np.random.Generator) -> None:
         dt = case.kernel.buffers[slot].dtype
         tol = {"rtol": case.rtol, "atol": case.atol} if dt.is_float else {}
         assert_close(actual[slot], exp, dt, what=f"case {case.name!r} slot {slot} ({dt.name})", **tol)
+
+
+def check_large_index(device: str, case: LargeIndexCase, rng: np.random.Generator) -> None:
+    """Run the large-index ``case`` on ``device`` and compare the window [BASE - COUNT, BASE + COUNT) of the big buffer
+    and the ``out`` slot with the reference.
+
+    Raises ``AssertionError`` on a mismatch, ``NotImplementedError`` if the device has no buffer views.
+    """
+    big = Buffer(device, case.nbytes, dtypes.uint8).allocate()
+    out = Buffer(device, COUNT, dtypes.uint8).allocate()
+    try:
+        window = big.view(2 * COUNT, dtypes.uint8, BASE - COUNT)
+        before = rng.integers(0, 256, size=2 * COUNT, dtype=np.uint8)
+        window.copyin(before)
+        load_program(device, case.kernel)(big.opaque, out.opaque, global_size=(COUNT // GROUP, 1, 1),
+                                          local_size=(GROUP, 1, 1))
+        expected = before.copy()
+        expected[COUNT:] = (before[COUNT:].astype(np.int64) + 1) % 256
+        assert_close(window.numpy(), expected, dtypes.uint8, what=f"window [2**31 - {COUNT}, 2**31 + {COUNT})")
+        assert_close(out.numpy(), before[COUNT:], dtypes.uint8, what="values loaded above 2**31")
+    finally:
+        out.deallocate()
+        big.deallocate()

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from harness import options
-from runtime_core.device import Device, DeviceError
+from runtime_core.device import Device, DeviceError, default_order
 
 __all__ = ["BackendSelection", "select_backends", "get_selection", "WORKERINPUT_KEY"]
 
@@ -56,20 +56,6 @@ class BackendSelection:
         return cls(tuple(d["params"]), tuple(d["used"]), tuple((n, r) for n, r in d["unavailable"]), bool(d["explicit"]))
 
 
-def _default_candidates() -> tuple[list[str], list[tuple[str, str]]]:
-    """Registered backends whose class has a DEFAULT_PRIORITY, by (priority, name); plus those that failed to import."""
-    ranked, broken = [], []
-    for name, ep in sorted(Device.backends().items()):
-        try:
-            prio = getattr(ep.load(), "DEFAULT_PRIORITY", None)
-        except Exception as e:  # a backend that cannot be imported is reported, never hides the others
-            broken.append((name, f"backend failed to import: {type(e).__name__}: {e}"))
-            continue
-        if prio is not None:
-            ranked.append((prio, name))
-    return [n for _, n in sorted(ranked)], broken
-
-
 def _canonical(names: list[str]) -> list[str]:
     out: list[str] = []
     for n in names:
@@ -85,10 +71,11 @@ def _canonical(names: list[str]) -> list[str]:
 def select_backends(requested: list[str] | None) -> BackendSelection:
     """Probe ``requested`` (or the default candidates) with ``Device.probe`` and return the selection.
 
-    The order is deterministic: requested order, or (DEFAULT_PRIORITY, name) for defaults.
+    The order is deterministic: requested order, or ``runtime_core.device.default_order()`` for defaults.
     """
     if requested is None:
-        names, unavailable = _default_candidates()
+        order = default_order()
+        names, unavailable = order.names, list(order.broken)
     else:
         names, unavailable = _canonical(requested), []
     used = []

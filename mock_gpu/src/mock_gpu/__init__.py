@@ -8,7 +8,7 @@ Configuration is read from the environment at cuInit (:mod:`mock_gpu.config`).
 from __future__ import annotations
 
 from . import driver
-from ._driver_core import set_system
+from ._driver.system import set_system
 from .config import ConfigError, MockConfig, load_config
 from .errors import REPORTS, last_error_report
 

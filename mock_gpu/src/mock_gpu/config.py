@@ -11,6 +11,9 @@ MOCKGPU_MEMORY     bytes of device memory per device; ``16GiB``, ``512MB``,     
 MOCKGPU_LAUNCH_    seconds a kernel may run before it is stopped with           ``300``
 TIMEOUT            CUDA_ERROR_LAUNCH_TIMEOUT (a spin-wait on another block
                    never ends in the emulator, which runs blocks in order)
+MOCKGPU_DEFERRED   ``1``: work enqueued on a stream runs, in stream order,      ``1``
+                   when something waits for it (as on a GPU, so missing
+                   synchronization shows); ``0``: it runs when enqueued
 =================  ==========================================================  ===========
 
 The per-architecture limits (SM count, shared memory per block with opt-in, threads per SM) are the published
@@ -56,6 +59,13 @@ ARCHES: dict[tuple[int, int], ArchInfo] = {
     (9, 0): ArchInfo(9, 0, 132, 232448, 233472, 2048, "NVIDIA H100 80GB HBM3"),
 }
 
+# Limits shared by every emulated compute capability (CUDA C++ Programming Guide, "Compute Capabilities", table 21)
+MAX_THREADS_PER_BLOCK = 1024
+MAX_BLOCK_DIM = (1024, 1024, 64)
+MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
+SHARED_PER_BLOCK = 48 * 1024  # bytes of shared memory per block without opt-in
+WARP_SIZE = 32
+
 _SUFFIXES = {"": 1, "B": 1, "K": 1000, "KB": 1000, "M": 1000**2, "MB": 1000**2, "G": 1000**3, "GB": 1000**3,
              "T": 1000**4, "TB": 1000**4, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40}
 MAX_DEVICES = 64
@@ -66,12 +76,14 @@ MAX_MEMORY = 1 << 50  # per device: the emulated address space gives each device
 @dataclass(frozen=True)
 class MockConfig:
     """The emulated system: ``devices`` identical devices of architecture ``arch`` with ``memory`` bytes each;
-    a kernel running longer than ``launch_timeout`` seconds is stopped (CUDA_ERROR_LAUNCH_TIMEOUT)."""
+    a kernel running longer than ``launch_timeout`` seconds is stopped (CUDA_ERROR_LAUNCH_TIMEOUT); ``deferred``:
+    stream work runs when waited for (True) or when enqueued (False)."""
 
     devices: int
     arch: ArchInfo
     memory: int
     launch_timeout: float = 300.0
+    deferred: bool = True
 
 
 def parse_arch(text: str) -> ArchInfo:
@@ -124,9 +136,16 @@ def parse_timeout(text: str) -> float:
     return value
 
 
+def parse_deferred(text: str) -> bool:
+    """Parse MOCKGPU_DEFERRED: ``1`` (deferred, stream-ordered execution) or ``0`` (run at enqueue)."""
+    if text.strip() not in ("0", "1"):
+        raise ConfigError(f"MOCKGPU_DEFERRED={text!r} must be 1 (run stream work when waited for) or 0 (run it at once)")
+    return text.strip() == "1"
+
+
 def load_config(environ: Mapping[str, str] | None = None) -> MockConfig:
-    """Read MOCKGPU_DEVICES, MOCKGPU_ARCH, MOCKGPU_MEMORY and MOCKGPU_LAUNCH_TIMEOUT from ``environ`` (default
-    ``os.environ``).
+    """Read MOCKGPU_DEVICES, MOCKGPU_ARCH, MOCKGPU_MEMORY, MOCKGPU_LAUNCH_TIMEOUT and MOCKGPU_DEFERRED from
+    ``environ`` (default ``os.environ``).
 
     Raises ConfigError naming the first invalid variable.
     """
@@ -134,4 +153,5 @@ def load_config(environ: Mapping[str, str] | None = None) -> MockConfig:
     return MockConfig(devices=parse_devices(env.get("MOCKGPU_DEVICES", "1")),
                       arch=parse_arch(env.get("MOCKGPU_ARCH", "sm_90")),
                       memory=parse_size(env.get("MOCKGPU_MEMORY", str(DEFAULT_MEMORY))),
-                      launch_timeout=parse_timeout(env.get("MOCKGPU_LAUNCH_TIMEOUT", "300")))
+                      launch_timeout=parse_timeout(env.get("MOCKGPU_LAUNCH_TIMEOUT", "300")),
+                      deferred=parse_deferred(env.get("MOCKGPU_DEFERRED", "1")))

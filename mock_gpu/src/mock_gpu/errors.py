@@ -12,7 +12,7 @@ import logging
 import threading
 from typing import Any
 
-from ._types import CUresult
+from cuda.bindings.driver import CUresult
 
 logger = logging.getLogger("mock_gpu")
 
@@ -33,6 +33,7 @@ ERROR_STRINGS: dict[str, str] = {
     "CUDA_ERROR_INVALID_PTX": "a PTX JIT compilation failed",
     "CUDA_ERROR_UNSUPPORTED_PTX_VERSION": "the provided PTX was compiled with an unsupported toolchain.",
     "CUDA_ERROR_INVALID_HANDLE": "invalid resource handle",
+    "CUDA_ERROR_ILLEGAL_STATE": "the operation is not permitted when the stream is in its current state",
     "CUDA_ERROR_NOT_FOUND": "named symbol not found",
     "CUDA_ERROR_NOT_READY": "device not ready",
     "CUDA_ERROR_ILLEGAL_ADDRESS": "an illegal memory access was encountered",
@@ -47,6 +48,8 @@ ERROR_STRINGS: dict[str, str] = {
     "CUDA_ERROR_MISALIGNED_ADDRESS": "misaligned address",
     "CUDA_ERROR_LAUNCH_FAILED": "unspecified launch failure",
     "CUDA_ERROR_NOT_SUPPORTED": "operation not supported",
+    "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED": "operation not permitted when stream is capturing",
+    "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED": "operation failed due to a previous error during capture",
     "CUDA_ERROR_UNKNOWN": "unknown error",
 }
 
@@ -106,9 +109,10 @@ def result_name(result: Any) -> str:
 def last_error_report() -> str | None:
     """The report of the most recent failed ``mock_gpu.driver`` call, or ``None`` if none failed since the last reset.
 
-    The text starts with the driver function and the ``CUresult`` name, e.g. ``"cuLaunchKernel:
-    CUDA_ERROR_ILLEGAL_ADDRESS: out-of-bounds 4-byte global store at 0x... by kernel 'k' block (0, 0, 0) thread
-    (37, 0, 0) ..."``. A kernel fault's report is the memcheck report of the PTX interpreter.
+    The text starts with the driver function and the ``CUresult`` name, e.g. ``"cuStreamSynchronize:
+    CUDA_ERROR_ILLEGAL_ADDRESS: memcheck: illegal global memory access (out-of-bounds) in kernel 'k', block (0, 0,
+    0), thread (37, 0, 0) ..."``. A kernel fault's report is the memcheck report of the PTX interpreter. Backends
+    need not call this: the same report is logged on the ``mock_gpu`` logger and appended to cuGetErrorString.
     """
     last = REPORTS.last()
     return None if last is None else last[1]

@@ -146,6 +146,10 @@ class AddressSpace:
                 return buf, ptr - base
         raise MemoryFault(self._classify(ptr, max(nbytes, 1)), ptr, nbytes, "host-copy", self.describe_nearest(ptr))
 
+    def check(self, ptr: int, nbytes: int) -> None:
+        """MemoryFault unless the ``nbytes`` bytes at device address ``ptr`` lie inside one live allocation."""
+        self._host_range(ptr, nbytes)
+
     def read(self, ptr: int, nbytes: int) -> bytes:
         """Copy ``nbytes`` from device address ``ptr``; MemoryFault if any byte is outside one live allocation."""
         buf, off = self._host_range(ptr, nbytes)

@@ -19,10 +19,11 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from runtime_backends.cpu import compiler as cpu_compiler
+from runtime_backends.cpu.abi import MAX_PARAMS, SIGNATURE_MAGIC
 from runtime_backends.cpu.compiler import ClangCompiler, CompilerNotFoundError
 from runtime_backends.cpu.elf import RelocatableObject
 from runtime_backends.cpu.program import CPUProgram
-from runtime_backends.cpu.renderer import MAX_PARAMS, SIGNATURE_MAGIC, CRenderer
+from runtime_backends.cpu.renderer import CRenderer
 from runtime_backends.python.device import MAX_THREADS
 from runtime_core import Buffer, Device, dtypes
 from runtime_core.compiler import CompileError
@@ -30,7 +31,7 @@ from runtime_core.ir import Kernel, KernelBuilder, Ops, UOp
 from runtime_core.ir_serial import dumps
 
 f32, i32 = dtypes.float32, dtypes.int32
-PLAIN_C = f"const int rtk_signature[3] = {{{SIGNATURE_MAGIC:#x}, 0, 0}};\nint f(int x) {{ return 3 * x + 1; }}\n"
+PLAIN_C = f"const int rtk_signature[5] = {{{SIGNATURE_MAGIC:#x}, 0, 0, 0, 0}};\nint f(int x) {{ return 3 * x + 1; }}\n"
 
 
 @pytest.fixture(autouse=True)
@@ -110,7 +111,7 @@ def test_bad_launch_changes_nothing(devname, kwargs, exc, match):
     assert list(b.numpy()) == [0, 1, 2, 3]
 
 
-def test_cpu_renderer_rejects_more_params_than_ctypes_allows():
+def test_cpu_renderer_rejects_more_params_than_the_calling_convention_allows():
     kb = KernelBuilder("many")
     for _ in range(MAX_PARAMS + 1):
         kb.buffer(f32)
@@ -138,14 +139,14 @@ def _patch(obj: bytes, offset: int, value: int) -> bytes:
 ])
 def test_cpu_program_from_garbage(lib, exc, match):
     with pytest.raises(exc, match=match):
-        CPUProgram("f", lib)
+        CPUProgram(None, "f", lib)
 
 
 def test_truncated_objects_raise_compile_error(cc):
     obj = cc.compile(PLAIN_C)
     for n in (4, 16, 64, len(obj) // 2, len(obj) - 1):
-        with pytest.raises(CompileError):
-            CPUProgram("f", obj[:n])
+        with pytest.raises(CompileError, match=rf"cannot parse the object file \({n} bytes\)"):
+            CPUProgram(None, "f", obj[:n])
 
 
 def test_section_data_beyond_end_of_file_is_rejected(cc):
@@ -153,7 +154,7 @@ def test_section_data_beyond_end_of_file_is_rejected(cc):
     obj = cc.compile(PLAIN_C)
     bad = _patch(obj, _section_header_offset(obj, ".text") + 24, len(obj) - 2)  # sh_offset
     with pytest.raises(CompileError, match=r"section \.text claims .* holds only 2"):
-        CPUProgram("f", bad)
+        CPUProgram(None, "f", bad)
 
 
 @pytest.mark.parametrize("field, value, match", [(32, 2**40, "claims"), (32, 2**63, "cannot parse"),
@@ -173,10 +174,9 @@ def test_huge_bss_is_rejected_before_allocating(cc):
 
 
 def test_signature_with_absurd_argument_count_is_rejected(cc):
-    """nbufs = 5000 used to reach ctypes and fail with ArgumentError (too many arguments)."""
-    obj = cc.compile(PLAIN_C.replace(f"{SIGNATURE_MAGIC:#x}, 0, 0", f"{SIGNATURE_MAGIC:#x}, 5000, 0"))
+    obj = cc.compile(PLAIN_C.replace(f"{SIGNATURE_MAGIC:#x}, 0, 0", f"{SIGNATURE_MAGIC:#x}, {MAX_PARAMS + 1}, 0"))
     with pytest.raises(CompileError, match="rtk_signature record"):
-        CPUProgram("f", obj)
+        CPUProgram(None, "f", obj)
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
@@ -187,7 +187,7 @@ def test_linked_objects_are_not_relocatable(tmp_path, flags, kind):
     out = tmp_path / "m.out"
     subprocess.run(["gcc", *flags, "-o", str(out), str(src)], check=True, capture_output=True)
     with pytest.raises(CompileError, match=f"relocatable object, got ELF64 LE {kind}"):
-        CPUProgram("main", out.read_bytes())
+        CPUProgram(None, "main", out.read_bytes())
 
 
 # ---- the C compiler driver --------------------------------------------------------------------------------------
@@ -238,7 +238,7 @@ def test_concurrent_compile_cached_from_threads(cc, cache_db):
     for t in threads:
         t.join()
     assert errors == [] and len(results) == 4 and len(set(results)) == 1
-    f = CPUProgram("f", results[0])._image.function("f", ctypes.c_int, [ctypes.c_int])
+    f = CPUProgram(None, "f", results[0])._image.function("f", ctypes.c_int, [ctypes.c_int])
     assert f(5) == 16
 
 

@@ -29,11 +29,13 @@ def test_compiles_to_host_relocatable_object(cc):
 @pytest.mark.parametrize("cc", COMPILERS)
 def test_flags_and_identity(cc):
     comp = ClangCompiler(cachekey=None, cc=cc)
-    for flag in ("-O2", "-fPIC", "-ffreestanding", "-fno-math-errno", "-nostdlib", "-fwrapv", "-fno-stack-protector",
-                 "-fno-asynchronous-unwind-tables"):
+    for flag in ("-O2", "-fPIC", "-ffreestanding", "-fno-math-errno", "-nostdlib", "-fno-stack-protector",
+                 "-fno-asynchronous-unwind-tables", "-ffp-contract=off"):
         assert flag in comp.flags
     assert any(f.endswith("=native") for f in comp.flags)
-    assert (f"--target={comp.machine}-none-unknown-elf" in comp.flags) == (cc == "clang")
+    assert "-fwrapv" not in comp.flags  # kernels are plain C; the renderer wraps in unsigned arithmetic
+    assert ("-fvect-cost-model=dynamic" in comp.flags) == (cc == "gcc")
+    assert not any(f.startswith("--target") for f in comp.flags)  # Linux: the host target is ELF
     ident = comp.identity()
     assert comp.cc in ident and comp.version in ident and " ".join(comp.flags) in ident
     assert host_cpu_identity() in ident

@@ -9,6 +9,7 @@ import weakref
 import numpy as np
 import pytest
 
+from runtime_backends.cpu.allocator import CPUAllocator
 from runtime_backends.cpu.compiler import ClangCompiler, CompilerNotFoundError
 from runtime_backends.cpu.device import CPUDevice
 from runtime_backends.cpu.program import CPUProgram
@@ -28,7 +29,7 @@ def cc(request) -> ClangCompiler:
 
 
 def load(cc: ClangCompiler, kernel: Kernel) -> CPUProgram:
-    return CPUProgram(kernel.name, cc.compile(CRenderer().render(kernel)))
+    return CPUProgram(None, kernel.name, cc.compile(CRenderer(memcheck=False).render(kernel)))
 
 
 def thread_ids_kernel() -> Kernel:
@@ -90,6 +91,62 @@ def test_bad_launch_raises_before_running(cc, args, kwargs, match):
     assert list(out) == [-1] * 4 and list(sizes) == [-1] * 6
 
 
+def test_bad_launch_after_good_ones_is_still_refused(cc):
+    """Equal arguments reuse a validated launch; anything else is validated again before it runs."""
+    prg = load(cc, thread_ids_kernel())
+    out, sizes = np.full(4, -1, np.int32), np.full(6, -1, np.int32)
+    bufs = (out.ctypes.data, sizes.ctypes.data)
+    for _ in range(2):
+        prg(*bufs, global_size=(4,), vals=(1,))
+    out[:] = -1
+    for args, kwargs in [(bufs, {"vals": (2**31,)}), (bufs, {"vals": (1, 2)}), (bufs[:1], {"vals": (1,)}),
+                         ((bufs[0], "x"), {"vals": (1,)}), (bufs, {"vals": (1,), "global_size": (0,)}),
+                         (bufs, {"vals": (1,), "global_size": [2**31]})]:
+        with pytest.raises(ValueError):
+            prg(*args, global_size=kwargs.get("global_size", (4,)), vals=kwargs["vals"])
+    assert list(out) == [-1] * 4
+
+
+def test_each_launch_runs_with_its_own_arguments(cc):
+    prg = load(cc, thread_ids_kernel())
+    out, sizes = np.zeros(12, np.int32), np.zeros(6, np.int32)
+    for v, gs in [(1, (4,)), (2, (4,)), (2, [3, 2]), (1, (4,))]:  # a list (unhashable) is validated every time
+        out[:] = 0
+        prg(out.ctypes.data, sizes.ctypes.data, global_size=gs, vals=(v,))
+        n = int(np.prod(gs))
+        assert list(out[:n]) == [t + 1000 * v for t in range(n)] and not out[n:].any()
+
+
+def test_bind_validates_once_and_replays(cc):
+    prg = load(cc, thread_ids_kernel())
+    out, sizes = np.zeros(8, np.int32), np.zeros(6, np.int32)
+    replay = prg.bind(out.ctypes.data, sizes.ctypes.data, global_size=(2,), local_size=(4,), vals=(3,))
+    assert replay() is None and list(out) == [t + 3000 for t in range(8)]
+    out[:] = 0
+    elapsed = replay(wait=True)
+    assert isinstance(elapsed, float) and elapsed > 0 and list(out) == [t + 3000 for t in range(8)]
+    with pytest.raises(ValueError, match="takes 1 int vals"):
+        prg.bind(out.ctypes.data, sizes.ctypes.data)
+
+
+def _uses(kernel: Kernel, cc: ClangCompiler) -> tuple[str, ...]:
+    sig = load(cc, kernel).signature
+    assert sig is not None
+    return sig.launch
+
+
+def test_only_the_launch_parameters_a_kernel_uses_are_passed(cc):
+    assert _uses(KernelBuilder("nothing").build(), cc) == ()
+    kb = KernelBuilder("reads_only", (4,))  # stores nothing: no effect, no loops, no parameters
+    kb.load(kb.buffer(dtypes.float32), kb.global_id(0))
+    assert _uses(kb.build(), cc) == ()
+    kb = KernelBuilder("flat", (4,))
+    out = kb.buffer(dtypes.float32)
+    kb.store(out, kb.global_id(0), 1.0)
+    assert _uses(kb.build(), cc) == ("gsz0", "lsz0", "lsz1", "lsz2", "glo", "ghi")
+    assert _uses(thread_ids_kernel(), cc) == ("gsz0", "gsz1", "gsz2", "lsz0", "lsz1", "lsz2", "glo", "ghi")
+
+
 def test_mapping_released_when_collected_or_closed(cc):
     prg = load(cc, thread_ids_kernel())
     image = weakref.ref(prg._image)
@@ -101,16 +158,10 @@ def test_mapping_released_when_collected_or_closed(cc):
     assert prg._image.closed
 
 
-def test_object_without_signature_is_refused(cc):
-    obj = cc.compile("void plain(int* p) { p[0] = 1; }\n")
-    with pytest.raises(CompileError, match="rtk_signature"):
-        CPUProgram("plain", obj)
-
-
 def test_unknown_kernel_name_is_refused(cc):
     obj = cc.compile(CRenderer().render(thread_ids_kernel()))
     with pytest.raises(CompileError, match="does not define kernel 'other'"):
-        CPUProgram("other", obj)
+        CPUProgram(None, "other", obj)
 
 
 def test_c_that_does_not_compile_raises_compile_error_with_stderr(cc):
@@ -126,9 +177,10 @@ def test_c_that_does_not_compile_raises_compile_error_with_stderr(cc):
 def test_device_wiring():
     dev = Device["CPU"]
     assert isinstance(dev, CPUDevice) and dev.device == "CPU" and CPUDevice.DEFAULT_PRIORITY == 10
+    assert isinstance(dev.allocator, CPUAllocator) and dev.allocator.dev is dev
     assert isinstance(dev.renderer, CRenderer) and dev.renderer.device == "CPU" and not dev.renderer.has_shared
     assert isinstance(dev.compiler, ClangCompiler) and dev.compiler.cachekey == "cpu-c"
-    assert dev.runtime is CPUProgram
+    assert dev.runtime.func is CPUProgram and dev.runtime.args == (dev,)  # type: ignore[attr-defined]
 
 
 def test_device_runs_a_kernel_on_buffers_through_the_compile_cache(tmp_path, monkeypatch):

@@ -10,17 +10,15 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 import pytest
+from float_refs import round_float
 
 from runtime_backends.cpu.compiler import ClangCompiler
 from runtime_backends.cpu.program import CPUProgram
-from runtime_backends.cpu.renderer import CRenderer
+from runtime_backends.cpu.renderer import CRenderer, index_only_ops
 from runtime_core.dtype import DType, dtypes
 from runtime_core.ir import Kernel, KernelBuilder, Ops
 
 HALF = (dtypes.float16, dtypes.bfloat16)
-# (significand bits, smallest normal exponent, largest exponent) of each float type
-FLOAT_FORMAT = {dtypes.float16: (11, -14, 15), dtypes.bfloat16: (8, -126, 127), dtypes.float32: (24, -126, 127),
-                dtypes.float64: (53, -1022, 1023)}
 
 
 @pytest.fixture(scope="module", params=["clang", "gcc"])
@@ -32,7 +30,7 @@ def cc(request) -> ClangCompiler:
 
 def run(cc: ClangCompiler, kernel: Kernel, arrays: list[np.ndarray], vals: tuple[int, ...] = ()) -> None:
     """Render, compile, load and launch ``kernel`` on ``arrays`` (modified in place) with its default shape."""
-    prg = CPUProgram(kernel.name, cc.compile(CRenderer().render(kernel)))
+    prg = CPUProgram(None, kernel.name, cc.compile(CRenderer(memcheck=False).render(kernel)))
     prg(*[a.ctypes.data for a in arrays], global_size=kernel.global_size, local_size=kernel.local_size, vals=vals)
 
 
@@ -40,20 +38,6 @@ def wrap(x: int, dt: DType) -> int:
     """``x`` reduced modulo 2**bits into ``dt``'s range (two's complement)."""
     x %= 1 << dt.bits
     return x - (1 << dt.bits) if not dt.is_unsigned and x > dt.max else x
-
-
-def round_float(x: Fraction | int, dt: DType) -> float:
-    """``x`` rounded to nearest-even into float type ``dt`` (exact rational arithmetic; overflow gives inf)."""
-    p, emin, emax = FLOAT_FORMAT[dt]
-    m = abs(Fraction(x))
-    if m == 0:
-        return 0.0
-    e = m.numerator.bit_length() - m.denominator.bit_length()
-    e = e - 1 if Fraction(2) ** e > m else e
-    ulp = Fraction(2) ** (max(e, emin) - p + 1)
-    r = round(m / ulp) * ulp  # Fraction.__round__ rounds half to even
-    value = math.inf if r >= Fraction(2) ** (emax + 1) else float(r)
-    return value if x > 0 else -value
 
 
 def as_f64(a: np.ndarray) -> np.ndarray:
@@ -388,7 +372,7 @@ def test_int_vars_and_range_bound_by_var(cc):
         kb.assign(acc, kb.add(acc, kb.add(kb.mul(kb.load(a, i), scale), bias)))
     kb.store(out, i, acc)
     k = kb.build()
-    prg = CPUProgram(k.name, cc.compile(CRenderer().render(k)))
+    prg = CPUProgram(None, k.name, cc.compile(CRenderer().render(k)))
     x, y = np.array([1, -2, 3, 2**30], np.int32), np.zeros(4, np.int32)
     for vals in ((3, -1, 2), (-5, 7, 0), (4, 1, 1)):
         prg(x.ctypes.data, y.ctypes.data, global_size=(4,), vals=vals)
@@ -408,8 +392,28 @@ def test_int64_index_is_not_truncated_to_int32(cc):
     shifted = a.ctypes.data - 2**35 * 4
     if shifted <= 0:
         pytest.skip("host buffer address too low for the shifted-pointer trick")
-    CPUProgram(k.name, cc.compile(CRenderer().render(k)))(shifted, out.ctypes.data, global_size=(4,))
+    CPUProgram(None, k.name, cc.compile(CRenderer(memcheck=False).render(k)))(shifted, out.ctypes.data, global_size=(4,))
     assert list(out) == [1, 2, 3, 4]
+
+
+def test_index_arithmetic_is_64_bit_but_values_stay_int32(cc):
+    """An int32 ADD/MUL used only as an index is rendered in long long (affine addresses, no sign extensions); the same
+    arithmetic used as a value still wraps modulo 2**32."""
+    kb = KernelBuilder("indexing", (2,), (4,))
+    x, out, wrapped = kb.buffer(dtypes.int32), kb.buffer(dtypes.int32), kb.buffer(dtypes.int32)
+    i = kb.global_id(0)
+    idx = kb.add(kb.mul(i, 2), 1)  # index only
+    value = kb.mul(kb.add(i, 2**30), 4)  # a value: wraps
+    kb.store(out, i, kb.load(x, idx))
+    kb.store(wrapped, i, value)
+    k = kb.build()
+    assert index_only_ops(k) == {id(idx), id(idx.src[0])}
+    src = CRenderer(memcheck=False).render(k)
+    assert "long long v" in src and "const int* b0" in src and "int* b1" in src
+    xs, outs, wraps = np.arange(16, dtype=np.int32) * 10, np.zeros(8, np.int32), np.zeros(8, np.int32)
+    run(cc, k, [xs, outs, wraps])
+    assert list(outs) == [10 * (2 * t + 1) for t in range(8)]
+    assert list(wraps) == [wrap((t + 2**30) * 4, dtypes.int32) for t in range(8)]
 
 
 # ---- rejected kernels -------------------------------------------------------------------------------------------

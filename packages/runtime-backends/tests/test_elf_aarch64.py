@@ -24,7 +24,7 @@ from runtime_core.compiler import CompileError
 
 SOURCES = Path(__file__).parent / "elf_sources"
 pytestmark = pytest.mark.skipif(shutil.which("clang") is None, reason="clang (cross-compiler) not installed")
-C_FLAGS = ("-O2", "-fPIC", "-ffreestanding", "-fno-math-errno", "-nostdlib", "-fwrapv", "-fno-stack-protector",
+C_FLAGS = ("-O2", "-fPIC", "-ffreestanding", "-fno-math-errno", "-nostdlib", "-fno-stack-protector",
            "-fno-asynchronous-unwind-tables", "-ffixed-x18")
 BASE = 0x4000_0000
 FAR = 1 << 40  # beyond the +-128 MiB reach of B/BL: needs a veneer

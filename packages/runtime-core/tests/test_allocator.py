@@ -10,7 +10,7 @@ class CountingAllocator(LRUAllocator):
     """Hands out ints; can be told to fail with MemoryError while more than `limit` bytes are live."""
 
     def __init__(self, max_cached_bytes=None, limit=None):
-        super().__init__(max_cached_bytes)
+        super().__init__(max_cached_bytes=max_cached_bytes)
         self.live, self.next, self.limit, self.allocs, self.frees = {}, 1, limit, 0, 0
 
     def _alloc(self, size, spec):
@@ -65,7 +65,7 @@ def test_lru_oom_empties_cache_and_retries_once():
     a.free(x, 80)
     y = a.alloc(50)  # 80 cached + 50 > 100: the cache is dropped and the retry succeeds
     assert a.cached_bytes == 0 and a.live == {y: 50}
-    with pytest.raises(MemoryError):
+    with pytest.raises(MemoryError, match="device full"):
         a.alloc(200)
 
 

@@ -25,7 +25,7 @@ class Recording(LRUAllocator):
     """Hands out fresh objects; ``_free`` of a size in ``fail_sizes`` raises."""
 
     def __init__(self, max_cached_bytes=1 << 20, fail_sizes=()):
-        super().__init__(max_cached_bytes)
+        super().__init__(max_cached_bytes=max_cached_bytes)
         self.fail_sizes, self.released = set(fail_sizes), []
 
     def _alloc(self, size, spec):
@@ -96,7 +96,7 @@ def test_free_none_is_rejected():
 @pytest.mark.parametrize("bound, exc", [(1.5, TypeError), ("10", TypeError), (True, TypeError), (-1, ValueError)])
 def test_lru_bound_must_be_a_nonnegative_int(bound, exc):
     with pytest.raises(exc, match="max_cached_bytes"):
-        LRUAllocator(bound)
+        LRUAllocator(max_cached_bytes=bound)
 
 
 def test_lru_bound_zero_caches_nothing():
@@ -114,7 +114,7 @@ def test_lru_env_garbage_names_the_variable(monkeypatch):
 
 def test_malloc_alignment_must_be_an_int():
     with pytest.raises(ValueError, match="power of two, got '64'"):
-        MallocAllocator("64")
+        MallocAllocator(alignment="64")
 
 
 # ---- buffers ----------------------------------------------------------------------------------------------------
@@ -416,7 +416,7 @@ def test_param_slots_of_mixed_types_raise_irerror():
 
 _NSRC_EXPECTED = {Ops.PARAM: {0}, Ops.VAR: {0}, Ops.SPECIAL: {0}, Ops.CONST: {0}, Ops.LOCAL: {0}, Ops.BARRIER: {0},
                   Ops.ACC: {1}, Ops.CAST: {1}, Ops.BITCAST: {1}, Ops.ENDRANGE: {1}, Ops.IF: {1}, Ops.ENDIF: {1},
-                  Ops.ASSIGN: {2}, Ops.RANGE: {2}, Ops.WHERE: {3}, Ops.LOAD: {2, 4}, Ops.STORE: {3, 4},
+                  Ops.ASSIGN: {2}, Ops.RANGE: {2}, Ops.WHERE: {3}, Ops.FMA: {3}, Ops.LOAD: {2, 4}, Ops.STORE: {3, 4},
                   **{op: {1} for op in (Ops.NEG, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.TRUNC)}}
 
 
@@ -490,7 +490,7 @@ def test_hostile_ir_json_raises_irerror(text, match):
 def test_hostile_deep_argument_nesting_raises_irerror():
     arg = '{"t":[' * 400 + "]}" * 400
     text = _doc(ops=[]).replace('"ops": []', f'"ops": [["SPECIAL", "int32", [], {arg}]]')
-    with pytest.raises(IRError):
+    with pytest.raises(IRError, match="op 0 SPECIAL: arg must be"):
         loads(text)
 
 

@@ -92,3 +92,28 @@ def test_concurrent_processes_share_the_cache(cache_db):
     assert [p.wait(timeout=60) for p in procs] == [0, 0, 0, 0]
     with sqlite3.connect(cache_db) as conn:
         assert conn.execute("SELECT COUNT(*) FROM compiled").fetchone()[0] == 10
+
+
+def test_lookups_reuse_one_connection_per_thread(monkeypatch):
+    connects = []
+    real = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: connects.append(a) or real(*a, **k))
+    c = Echo()
+    for _ in range(5):
+        c.compile_cached("a")
+    assert len(connects) == 1 and c.calls == 1
+
+    import threading
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(Echo().compile_cached("a")))
+    t.start()
+    t.join()
+    assert seen == [b"-O2:a"] and len(connects) == 2  # sqlite connections are per thread
+
+
+def test_a_new_cache_path_opens_a_new_connection(tmp_path, monkeypatch):
+    c = Echo()
+    c.compile_cached("a")
+    monkeypatch.setenv("RUNTIME_CACHE_DB", str(tmp_path / "other.db"))
+    assert c.compile_cached("a") == b"-O2:a" and c.calls == 2  # nothing of the first database leaks into the second
+    assert (tmp_path / "other.db").exists()

@@ -56,11 +56,11 @@ def test_buffer_lifecycle_errors_on_python_device():
 
 @pytest.mark.parametrize("size", [0, -3, 2.0])
 def test_buffer_rejects_bad_sizes(size):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="buffer size must be a positive int number of elements"):
         Buffer("PYTHON", size, dtypes.float32)
 
 
 def test_buffer_spec_is_hashable_and_frozen():
     assert hash(BufferSpec()) == hash(BufferSpec())
-    with pytest.raises(AttributeError):
+    with pytest.raises(AttributeError, match="cannot assign to field 'host'"):
         BufferSpec().host = True  # type: ignore[misc]

@@ -106,9 +106,13 @@ def test_serialization_round_trips_special_floats_and_big_ints():
     assert math.copysign(1, args[5]) == -1
 
 
-@pytest.mark.parametrize("text", ["", "{}", '{"format": "runtime-ir/1", "ops": [["NOPE", null, [], null]]}',
-                                  '{"format": "runtime-ir/1", "name": "k", "global_size": [1,1,1], '
-                                  '"local_size": [1,1,1], "ops": [["ADD", "int32", [5, 6], null]]}'])
-def test_loads_rejects_garbage_with_irerror(text):
-    with pytest.raises(IRError):
+@pytest.mark.parametrize("text, said", [
+    ("", "malformed IR document: JSONDecodeError"),
+    ("{}", r"not a runtime-ir/1 document \(format=None\)"),
+    ('{"format": "runtime-ir/1", "ops": [["NOPE", null, [], null]]}', "malformed IR document: KeyError: 'NOPE'"),
+    ('{"format": "runtime-ir/1", "name": "k", "global_size": [1,1,1], "local_size": [1,1,1], '
+     '"ops": [["ADD", "int32", [5, 6], null]]}', r"op 0 ADD: source index out of range \[5, 6\]"),
+])
+def test_loads_rejects_garbage_with_irerror(text, said):
+    with pytest.raises(IRError, match=said):
         loads(text)

@@ -11,10 +11,17 @@ import pytest
 
 from harness.bench_schema import SINGLE_THREAD_ENV, THREADS_KEY
 from harness.benchmarks.measure import MakeBuffer
+from runtime_backends.cpu.memcheck import MEMCHECK_ENV
 from runtime_core.allocator import LRUAllocator
 from runtime_core.buffer import Buffer
 from runtime_core.device import Device
 from runtime_core.dtype import DType
+
+
+@pytest.fixture(autouse=True)
+def _unchecked_cpu_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Benchmarks time the kernels users run: unchecked, whatever ``CPU_MEMCHECK`` says (the suites check them)."""
+    monkeypatch.setenv(MEMCHECK_ENV, "0")
 
 
 @pytest.fixture

@@ -62,9 +62,9 @@ def _ptx() -> bytes:
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         pytest.skip(f"NVRTC cannot compile here: {err!r}")
     _, size = nvrtc.nvrtcGetPTXSize(prog)
-    ptx = b" " * size
+    ptx = bytearray(size)  # NVRTC writes into it: never an (interned) bytes object
     nvrtc.nvrtcGetPTX(prog, ptx)
-    return ptx
+    return bytes(ptx)
 
 
 def _ok(result: tuple) -> Any:

@@ -15,7 +15,7 @@ from harness.kernels import values as V
 from harness.kernels.case import KernelCase
 from harness.kernels.semantics import reference_alu
 from runtime_core.dtype import DType, dtypes
-from runtime_core.ir import BINARY, FLOAT_ONLY, INT_ONLY, Kernel, KernelBuilder, Ops
+from runtime_core.ir import BINARY, FLOAT_ONLY, INT_ONLY, TERNARY, Kernel, KernelBuilder, Ops
 
 __all__ = ["ops_for", "operand_slots", "elementwise_cases", "N", "GROUP"]
 
@@ -23,8 +23,8 @@ N = 256     # elements per buffer
 GROUP = 32  # threads per group (N // GROUP groups)
 
 _ORDER = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.DIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.MIN, Ops.NEG, Ops.CMPLT, Ops.CMPNE,
-          Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.WHERE, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP,
-          Ops.TRUNC)
+          Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.WHERE, Ops.FMA, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT,
+          Ops.RECIP, Ops.TRUNC)
 
 
 def ops_for(dt: DType) -> list[Ops]:
@@ -43,7 +43,7 @@ def ops_for(dt: DType) -> list[Ops]:
 
 
 def _arity(op: Ops) -> int:
-    return 3 if op is Ops.WHERE else 2 if op in BINARY else 1
+    return 3 if op in TERNARY else 2 if op in BINARY else 1
 
 
 def _result(op: Ops, dt: DType) -> DType:

@@ -7,7 +7,9 @@ the IR rule for float16/bfloat16 and within one rounding of the correctly rounde
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -61,6 +63,19 @@ _INT_BINARY: dict[Ops, _Fn] = {Ops.ADD: lambda a, b: a + b, Ops.SUB: lambda a, b
                Ops.SHR: lambda a, b: np.array([x >> y for x, y in zip(a, b)], dtype=object)}  # >> on ints is arithmetic
 
 
+def _fma(dtype: DType, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``a * b + c`` rounded once to float64 (exact rational arithmetic; ``int / int`` rounds correctly), then to
+    ``dtype``: products of float32 or narrower operands are exact in float64, so that is within one rounding."""
+    def one(x: float, y: float, z: float) -> float:
+        if math.isfinite(x) and math.isfinite(y) and not math.isfinite(z):
+            return z  # the exact product is finite even where x * y overflows
+        if not (math.isfinite(x) and math.isfinite(y)):
+            return x * y + z
+        exact = Fraction(x) * Fraction(y) + Fraction(z)
+        return exact.numerator / exact.denominator if exact != 0 else x * y + z
+    return round_to(np.array([one(float(x), float(y), float(z)) for x, y, z in zip(a, b, c)]), dtype)
+
+
 def reference_alu(op: Ops, dtype: DType, *args: np.ndarray) -> np.ndarray:
     """The IR result of ALU ``op`` on operands of ``dtype`` (``WHERE`` takes the bool condition first).
 
@@ -74,6 +89,8 @@ def reference_alu(op: Ops, dtype: DType, *args: np.ndarray) -> np.ndarray:
         return np.array(a < b if op is Ops.CMPLT else a != b, dtype=bool)
     if dtype.is_float:
         xs = [x.astype(np.float64) for x in args]
+        if op is Ops.FMA:
+            return _fma(dtype, *xs)
         fn = _FLOAT_UNARY.get(op) if len(xs) == 1 else _FLOAT_BINARY.get(op)
         if fn is None:
             raise ValueError(f"no float reference for {op.name}")

@@ -130,7 +130,7 @@ def normalized(comparison: BenchmarkComparison) -> str:
 
 
 def threads(run: BenchmarkRun) -> str:
-    """The BLAS/OpenMP thread variables the run recorded (``harness.benchmarks.threads``), e.g.
+    """The BLAS/OpenMP thread variables the run recorded (``harness.bench_schema.THREADS_KEY``), e.g.
     '1 (OPENBLAS_NUM_THREADS=1, OMP_NUM_THREADS=1, MKL_NUM_THREADS=1): numpy limits single-threaded like the CPU
     backend'; 'not recorded' for a run without them."""
     found = run.machine_info.get(THREADS_KEY)

@@ -127,8 +127,11 @@ def test_key_depends_on_identity_cachekey_and_source(device: str, cache_db: Path
 
 
 _WORKER = """
-import hashlib, json, sys
+import hashlib, importlib, json, sys
 from runtime_core.device import Device
+backend, (module, _, qualname) = sys.argv[1].partition(":")[0], sys.argv[3].partition(":")
+if backend not in Device.backends():  # registered with Device.register in the parent, not by an entry point
+    Device.register(backend, getattr(importlib.import_module(module), qualname))
 compiler = Device[sys.argv[1]].compiler
 for src in json.loads(open(sys.argv[2]).read()):
     print(hashlib.sha256(compiler.compile_cached(src)).hexdigest())
@@ -141,8 +144,9 @@ def test_two_processes_compile_into_one_cache(device: str, cache_db: Path, tmp_p
     sources = [_source(device, t) for t in range(20, 24)]
     src_file = tmp_path / "sources.json"
     src_file.write_text(json.dumps(sources))
-    procs = [subprocess.Popen([sys.executable, "-c", _WORKER, device, str(src_file)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    cls = type(Device[device])
+    argv = [sys.executable, "-c", _WORKER, device, str(src_file), f"{cls.__module__}:{cls.__qualname__}"]
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     results = [p.communicate(timeout=120) for p in procs]
     for p, (out, err) in zip(procs, results):
         assert p.returncode == 0, f"worker failed:\n{err}"

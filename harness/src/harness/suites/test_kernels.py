@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from harness.kernels import all_cases, large_index_case, var_cases
-from harness.runner import check_case, load_program, unsupported_reason
+from harness.runner import check_case, check_large_index, load_program, unsupported_reason
 from runtime_core.buffer import Buffer
 from runtime_core.device import Device
 from runtime_core.dtype import dtypes
@@ -45,4 +45,4 @@ def test_large_index_above_2gib(device: str, rng: np.random.Generator) -> None:
         pytest.skip(f"{device} has no buffer views at an offset, which the windowed check needs")
     if dtypes.uint8 not in (Device[device].renderer.dtypes if Device[device].renderer else ()):
         pytest.skip(f"{device} cannot run uint8 kernels")
-    large_index_case().check(device, rng)
+    check_large_index(device, large_index_case(), rng)

@@ -9,45 +9,22 @@ holds the exact-rounding helpers. The SIMD video instructions live in ``alu_vide
 
 Operand and result storage dtypes: u8..u64/b8..b64 -> np.uint8..np.uint64, s8..s64 -> np.int8..np.int64,
 f16 -> np.float16, bf16 -> np.uint16 (raw bits), f32 -> np.float32, f64 -> np.float64, f16x2/bf16x2 -> np.uint32
-(packed raw bits, lower half = element 0), pred -> np.bool_. Exceptions to "result dtype = storage of spec.type":
-mul.wide/mad.wide return the doubled width (mad.wide's c is already wide); popc, clz and bfind return np.uint32;
-setp and testp return np.bool_ (setp returns (p, q) when spec.mods contains the pseudo-modifier "pq", for the
-``setp p|q`` form); set returns its destination type spec.type with spec.stype the compared type; cvt converts
-from spec.stype to spec.type.
+(packed raw bits, lower half = element 0), pred -> np.bool_ (the table ``types.STORAGE``). Exceptions to "result
+dtype = storage of spec.type": mul.wide/mad.wide return the doubled width (mad.wide's c is already wide); popc, clz
+and bfind return np.uint32; setp and testp return np.bool_ (setp returns (p, q) when spec.mods contains the
+pseudo-modifier "pq", for the ``setp p|q`` form); set returns its destination type spec.type with spec.stype the
+compared type; cvt converts from spec.stype to spec.type.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from . import alu_bits, alu_cmp, alu_cvt, alu_float, alu_int
-from .alu_types import FLOAT_TYPES, INT_BITS, INT_PACKED_TYPES, PACKED_TYPES, storage_dtype
+from .alu_spec import AluSpec, UnsupportedInstruction, describe, source_count
+from .types import FLOAT_TYPES, INT_BITS, INT_PACKED_TYPES, PACKED_TYPES, storage_dtype
 
 __all__ = ["AluSpec", "UnsupportedInstruction", "execute", "supports"]
-
-
-@dataclass(frozen=True)
-class AluSpec:
-    """One ALU instruction form.
-
-    op: base opcode ("add", "setp", "cvt", ...); type: instruction type ("u32", "f32", "pred", "f16x2", ...);
-    mods: every other dotted modifier ("rn", "ftz", "sat", "lo", "wide", "approx", "f4e", ...);
-    stype: cvt source type, slct/set comparison-operand type; cmp: setp/set comparison operator;
-    boolop: setp/set combination "and"/"or"/"xor" or None.
-    """
-
-    op: str
-    type: str
-    mods: frozenset[str] = field(default_factory=frozenset)
-    stype: str | None = None
-    cmp: str | None = None
-    boolop: str | None = None
-
-
-class UnsupportedInstruction(Exception):
-    """The ALU does not implement this instruction form; the message names it and what is missing."""
 
 
 # ops of the float family that also exist for packed f16x2/bf16x2 (element-wise)
@@ -108,7 +85,7 @@ def execute(spec: AluSpec, *operands: np.ndarray) -> np.ndarray | tuple[np.ndarr
     """
     if not supports(spec):
         raise UnsupportedInstruction(
-            f"unsupported ALU instruction {_describe(spec)}: no implementation for this opcode/type/modifier "
+            f"unsupported ALU instruction {describe(spec)}: no implementation for this opcode/type/modifier "
             "combination; check the PTX ISA form or add it to mock_gpu.ptx.alu")
     arrays = tuple(np.asarray(o) for o in operands)
     _check_operands(spec, arrays)
@@ -158,39 +135,12 @@ def _packed_cmp(spec: AluSpec, arrays: tuple[np.ndarray, ...]) -> np.ndarray | t
     return word.astype(np.uint32).view(storage_dtype(spec.type))
 
 
-_ARITY = {"add": 2, "sub": 2, "mul": 2, "mad": 3, "fma": 3, "mul24": 2, "mad24": 3, "sad": 3, "div": 2, "rem": 2,
-          "abs": 1, "neg": 1, "min": 2, "max": 2, "copysign": 2, "and": 2, "or": 2, "xor": 2, "not": 1, "cnot": 1,
-          "shl": 2, "shr": 2, "bfe": 3, "bfi": 4, "prmt": 3, "popc": 1, "clz": 1, "brev": 1, "bfind": 1, "selp": 3,
-          "slct": 3, "setp": 2, "set": 2, "testp": 1, "ex2": 1, "lg2": 1, "sin": 1, "cos": 1, "sqrt": 1,
-          "rsqrt": 1, "rcp": 1, "tanh": 1, "shf": 3, "lop3": 4, "dp4a": 3, "dp2a": 3,
-          "bmsk": 2, "szext": 2}
-
-
-def _expected_arity(spec: AluSpec) -> int:
-    if spec.op == "cvt":
-        return 2 if spec.type in (*PACKED_TYPES, "e4m3x2", "e5m2x2") and spec.stype == "f32" else 1
-    return _ARITY[spec.op] + (1 if spec.op in ("setp", "set") and spec.boolop else 0)
-
-
 def _check_operands(spec: AluSpec, arrays: tuple[np.ndarray, ...]) -> None:
-    want = _expected_arity(spec)
+    want = source_count(spec)
     if len(arrays) != want:
-        raise ValueError(f"{_describe(spec)} takes {want} source operands, got {len(arrays)}; pass one array per "
+        raise ValueError(f"{describe(spec)} takes {want} source operands, got {len(arrays)}; pass one array per "
                          "source operand (setp/set with .and/.or/.xor take the predicate c last)")
     shapes = {a.shape for a in arrays}
     if len(shapes) != 1 or any(a.ndim != 1 for a in arrays):
-        raise ValueError(f"{_describe(spec)} needs 1-D operand arrays of one length (one element per thread), got "
+        raise ValueError(f"{describe(spec)} needs 1-D operand arrays of one length (one element per thread), got "
                          f"shapes {[a.shape for a in arrays]}")
-
-
-def _describe(spec: AluSpec) -> str:
-    parts = [spec.op]
-    if spec.cmp:
-        parts.append(spec.cmp)
-    if spec.boolop:
-        parts.append(spec.boolop)
-    parts += sorted(spec.mods)
-    parts.append(spec.type)
-    if spec.stype:
-        parts.append(spec.stype)
-    return ".".join(parts)

@@ -8,14 +8,10 @@ Shift amounts and bit-field positions/lengths arrive as np.uint32.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-from .alu_types import INT_BITS, INT_SIGNED, unsigned_dtype
-
-if TYPE_CHECKING:
-    from .alu import AluSpec
+from .alu_spec import AluSpec
+from .types import INT_BITS, INT_SIGNED, unsigned_dtype
 
 OPS = frozenset({"and", "or", "xor", "not", "cnot", "shl", "shr", "popc", "clz", "brev", "bfind", "bfe", "bfi",
                  "prmt", "shf", "lop3", "bmsk", "szext"})

@@ -10,15 +10,11 @@ the second result q (``setp p|q``) is (not comparison) BOOLOP c, returned as (p,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from .alu_fp import MIN_NORMAL, flush_f64, to_f64
-from .alu_types import FLOAT_TYPES, INT_BITS, storage_dtype
-
-if TYPE_CHECKING:
-    from .alu import AluSpec
+from .alu_spec import AluSpec
+from .types import FLOAT_TYPES, INT_BITS, storage_dtype
 
 OPS = frozenset({"setp", "set", "selp", "slct", "testp"})
 INT_CMPS = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs"})

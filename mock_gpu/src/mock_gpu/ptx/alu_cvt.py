@@ -14,16 +14,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from .alu_fp import ROUND_MODES, finish, flush_f64, narrow_exact, round_pair, to_f64, two_sum
 from .alu_fp8 import FP8_TYPES, from_fp8, to_fp8
-from .alu_types import FLOAT_TYPES, INT_BITS, INT_SIGNED, PACKED_TYPES, storage_dtype
-
-if TYPE_CHECKING:
-    from .alu import AluSpec
+from .alu_spec import AluSpec
+from .types import FLOAT_TYPES, INT_BITS, INT_SIGNED, PACKED_TYPES, storage_dtype
 
 OPS = frozenset({"cvt"})
 INT_ROUND = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}

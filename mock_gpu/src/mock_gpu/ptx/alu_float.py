@@ -15,7 +15,6 @@ whose product a*b overflows but whose sum with c would not returns infinity.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -34,9 +33,7 @@ from .alu_fp import (
     two_prod,
     two_sum,
 )
-
-if TYPE_CHECKING:
-    from .alu import AluSpec
+from .alu_spec import AluSpec
 
 ROUNDED_OPS = frozenset({"add", "sub", "mul", "fma", "mad", "div", "sqrt", "rcp"})
 APPROX_OPS = frozenset({"ex2", "lg2", "sin", "cos", "tanh", "rsqrt"})

@@ -9,14 +9,10 @@ remainder is the dividend. INT_MIN / -1 wraps to INT_MIN with remainder 0.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-from .alu_types import INT_BITS, INT_SIGNED, int_type, signed_dtype, storage_dtype, unsigned_dtype
-
-if TYPE_CHECKING:
-    from .alu import AluSpec
+from .alu_spec import AluSpec
+from .types import INT_BITS, INT_SIGNED, int_type, signed_dtype, storage_dtype, unsigned_dtype
 
 OPS = frozenset({"add", "sub", "mul", "mad", "mul24", "mad24", "sad", "div", "rem", "abs", "neg", "min", "max", "dp4a",
                  "dp2a"})

@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from ..memory import AddressSpace, MemoryFault
-from .decode import BARRIER, BRANCH, EXIT, NORMAL, TRAP, Op
+from .decoded import BARRIER, BRANCH, EXIT, NORMAL, TRAP, Op
 from .errors import BarrierDivergence, DeviceAssertion, ExecutionError, LaunchTimeout
 from .types import RAW, WIDTH
 

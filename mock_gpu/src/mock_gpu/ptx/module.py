@@ -7,10 +7,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..memory import AddressSpace
-from .decode import Op, decode
+from .decode import decode
+from .decoded import Op
 from .errors import PTXError
 from .linker import link_kernel
-from .parser import Decl, FImm, ParsedModule, parse
+from .parser import parse
+from .syntax import Decl, FImm, ParsedModule
 from .types import STORAGE, WIDTH, const_value
 
 __all__ = ["Kernel", "Module", "load_module"]

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .linker import Loc
-from .parser import FImm, Imm, Not, Reg, Sink, Special
+from .syntax import FImm, Imm, Not, Reg, Sink, Special
 from .types import RAW, STORAGE, WIDTH, const_value, to_raw, to_type
 
 __all__ = ["Reader", "Writer", "reader", "writer", "uniform", "is_uniform", "OperandError", "GENERIC_WINDOWS"]

@@ -1,5 +1,10 @@
 """PTX fundamental types (PTX ISA 5.2.2), their numpy storage dtypes and register width conversions.
 
+:data:`STORAGE` is the one table of storage dtypes, used by the parser, the decoder, the ALU and the memory ops:
+u8..u64/b8..b64 -> np.uint8..np.uint64, s8..s64 -> np.int8..np.int64, f16 -> np.float16, bf16 -> np.uint16 (raw
+bits), f32/f64 -> np.float32/np.float64, the packed f16x2/bf16x2/u16x2/s16x2 -> np.uint32 (lower half = element 0),
+the fp8 pairs e4m3x2/e5m2x2 -> np.uint16, pred -> np.bool_.
+
 Registers store raw bits: an unsigned array of the register's width (np.bool_ for predicates). Reading an operand of
 instruction type ``t`` from a register of another width follows PTX ISA 5.4.x "Operand size exceeding
 instruction-type size": wider registers are truncated; when writing, values are sign-extended for signed types and
@@ -10,7 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["STORAGE", "WIDTH", "RAW", "to_type", "to_raw", "is_signed", "is_float", "const_value"]
+__all__ = ["STORAGE", "WIDTH", "RAW", "INT_BITS", "INT_SIGNED", "FLOAT_TYPES", "PACKED_TYPES", "INT_PACKED_TYPES",
+           "storage_dtype", "int_type", "unsigned_dtype", "signed_dtype", "to_type", "to_raw", "is_signed", "is_float",
+           "const_value"]
 
 STORAGE: dict[str, type] = {
     "pred": np.bool_,
@@ -23,6 +30,31 @@ STORAGE: dict[str, type] = {
 WIDTH: dict[str, int] = {t: (1 if t == "pred" else np.dtype(d).itemsize * 8) for t, d in STORAGE.items()}
 RAW: dict[int, type] = {1: np.bool_, 8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 _SIGNED_RAW = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
+INT_BITS = {f"{k}{n}": n for k in "bus" for n in (8, 16, 32, 64)}
+INT_SIGNED = {name: name[0] == "s" for name in INT_BITS}
+FLOAT_TYPES = ("f16", "bf16", "f32", "f64")
+PACKED_TYPES = {"f16x2": "f16", "bf16x2": "bf16"}
+INT_PACKED_TYPES = {"u16x2": "u16", "s16x2": "s16"}  # sm_90 add/sub/min/max on two 16-bit integers
+
+
+def storage_dtype(ptx_type: str) -> np.dtype:
+    """The numpy dtype that holds one value of ``ptx_type`` (:data:`STORAGE`); KeyError for an unknown type name."""
+    return np.dtype(STORAGE[ptx_type])
+
+
+def int_type(bits: int, signed: bool) -> str:
+    """PTX integer type name for a width and signedness, e.g. (32, True) -> "s32"."""
+    return f"{'s' if signed else 'u'}{bits}"
+
+
+def unsigned_dtype(bits: int) -> np.dtype:
+    """numpy unsigned dtype of ``bits`` width (8..64)."""
+    return np.dtype(RAW[bits])
+
+
+def signed_dtype(bits: int) -> np.dtype:
+    """numpy signed dtype of ``bits`` width (8..64)."""
+    return np.dtype(_SIGNED_RAW[bits])
 
 
 def is_signed(t: str) -> bool:

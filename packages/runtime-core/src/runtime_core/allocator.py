@@ -5,14 +5,14 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
+import numbers
 import os
 import sys
 from collections import defaultdict
 from typing import Any
 
-import numpy as np
-
 from runtime_core.buffer_spec import DEFAULT_SPEC, BufferSpec, normalize_spec
+from runtime_core.sink import CopySink
 
 __all__ = ["Allocator", "LRUAllocator", "MallocAllocator", "DEFAULT_SPEC"]
 
@@ -56,9 +56,28 @@ class Allocator:
     ``_free(opaque, size, spec)``. Data movement hooks are ``_copyin(dest, src: memoryview)`` and
     ``_copyout(dest: memoryview, src)``; optional hooks are ``_as_buffer(opaque, size) -> memoryview`` (zero-copy host
     view of ``size`` bytes),
-    ``_offset(opaque, size, offset) -> opaque`` (sub-buffer views) and ``_transfer(dest, src, size, src_dev, dest_dev)``
-    (device-to-device copies). ``opaque`` is whatever the backend uses as a handle.
+    ``_offset(opaque, size, offset) -> opaque`` (sub-buffer views), ``_transfer(dest, src, size, src_dev, dest_dev)``
+    (device-to-device copies), and for streamed copies between backends (:mod:`runtime_core.sink`)
+    ``_copyout_sink(sink, src, size)`` (a source that delivers its bytes in pieces, e.g. file reads) and
+    ``_sink(dest, size) -> CopySink`` (a destination's own staging memory and asynchronous copies out of it).
+    ``opaque`` is whatever the backend uses as a handle.
+
+    ``copyout_orders``: ``True`` when ``_copyout`` itself runs after all work queued on the device (a queue that is
+    executed in order, as on a CLOUD server), so :meth:`Buffer.copyout` need not ``synchronize()`` first.
+
+    ``dev`` is the device the allocator serves (the backend's ``Compiled``, which constructs its allocator with
+    ``MyAllocator(self)``), so multi-device backends reach their context in every hook; ``None`` for a free-standing
+    allocator (tests, host memory).
     """
+
+    copyout_orders = False
+
+    def __init__(self, dev: Any = None) -> None:
+        if isinstance(dev, (numbers.Number, str, bytes, type)):
+            raise TypeError(f"{type(self).__name__}(dev): dev is the device the allocator serves (a Compiled instance: "
+                            f"MyAllocator(self) in the device's __init__) or None, got {dev!r}; pass sizes and options "
+                            f"by keyword")
+        self.dev = dev
 
     def alloc(self, size: int, spec: BufferSpec | None = None) -> Any:
         """Allocate ``size`` bytes. Raises ``TypeError`` for a non-int size or a spec that is not a ``BufferSpec``,
@@ -71,7 +90,8 @@ class Allocator:
         self._free(_check_opaque(opaque), _check_size(size), normalize_spec(spec))
 
     def supports(self, hook: str) -> bool:
-        """Whether the backend implements the optional hook named ``hook`` (``"_as_buffer"``, ``"_offset"``, ``"_transfer"``)."""
+        """Whether the backend implements the optional hook named ``hook`` (``"_as_buffer"``, ``"_offset"``,
+        ``"_transfer"``, ``"_copyout_sink"``, ``"_sink"``)."""
         return getattr(type(self), hook, None) is not getattr(Allocator, hook, None)
 
     # backend hooks
@@ -96,6 +116,12 @@ class Allocator:
     def _transfer(self, dest: Any, src: Any, size: int, src_dev: Any, dest_dev: Any) -> None:
         raise NotImplementedError(f"{type(self).__name__} does not support device-to-device transfer")
 
+    def _copyout_sink(self, sink: CopySink, src: Any, size: int) -> None:
+        raise NotImplementedError(f"{type(self).__name__} does not stream copies out")
+
+    def _sink(self, dest: Any, size: int) -> CopySink:
+        raise NotImplementedError(f"{type(self).__name__} has no streaming copy destination of its own")
+
 
 class LRUAllocator(Allocator):
     """An allocator that keeps freed buffers for reuse by a later allocation of the same size and spec.
@@ -109,7 +135,8 @@ class LRUAllocator(Allocator):
     Raises (construction): ``TypeError``/``ValueError`` for a bound that is not an int >= 0 (also from the env var).
     """
 
-    def __init__(self, max_cached_bytes: int | None = None) -> None:
+    def __init__(self, dev: Any = None, *, max_cached_bytes: int | None = None) -> None:
+        super().__init__(dev)
         if max_cached_bytes is None:
             max_cached_bytes = _env_max_cached_bytes()
         if isinstance(max_cached_bytes, bool) or not isinstance(max_cached_bytes, int):
@@ -201,10 +228,10 @@ class MallocAllocator(LRUAllocator):
     ``BufferSpec.external_ptr`` wraps caller-owned memory at that address without allocating or freeing it.
     """
 
-    def __init__(self, alignment: int = 64, max_cached_bytes: int | None = None) -> None:
+    def __init__(self, dev: Any = None, *, alignment: int = 64, max_cached_bytes: int | None = None) -> None:
         if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
             raise ValueError(f"alignment must be an int number of bytes that is a power of two, got {alignment!r}")
-        super().__init__(max_cached_bytes)
+        super().__init__(dev, max_cached_bytes=max_cached_bytes)
         self.alignment = alignment
 
     def _alloc(self, size: int, spec: BufferSpec) -> int:
@@ -224,17 +251,11 @@ class MallocAllocator(LRUAllocator):
         return memoryview((ctypes.c_uint8 * size).from_address(src)).cast("B")
 
     def _copyin(self, dest: int, src: memoryview) -> None:
-        ctypes.memmove(dest, _address(src), src.nbytes)
+        self._as_buffer(dest, src.nbytes)[:] = src  # a memcpy inside memoryview assignment: no numpy round trip
 
     def _copyout(self, dest: memoryview, src: int) -> None:
-        ctypes.memmove(_address(dest), src, dest.nbytes)
+        dest[:] = self._as_buffer(src, dest.nbytes)
 
     def _offset(self, opaque: int, size: int, offset: int) -> int:
         return opaque + offset
 
-
-def _address(mv: memoryview) -> int:
-    """Address of the first byte of a C-contiguous memoryview (read-only ones included)."""
-    if not mv.c_contiguous:
-        raise ValueError("memoryview must be C-contiguous")
-    return int(np.frombuffer(mv, dtype=np.uint8).ctypes.data)

@@ -8,8 +8,9 @@ import numpy as np
 
 from runtime_core.allocator import Allocator
 from runtime_core.buffer_spec import BufferSpec, normalize_spec
-from runtime_core.device import Device
+from runtime_core.device import Compiled, Device
 from runtime_core.dtype import DType, dtypes
+from runtime_core.sink import CopyinSink, CopySink, HostSink
 
 __all__ = ["Buffer"]
 
@@ -60,6 +61,7 @@ class Buffer:
         self.spec = normalize_spec(spec)
         self.base, self.offset = base, offset
         self._opaque: Any = None
+        self._dev: Compiled | None = None  # bound once on allocate: no registry lookup per copy
         self._freed = False
         self._generation = 0  # a root buffer counts its allocations; a view remembers the one it was attached to
 
@@ -73,8 +75,15 @@ class Buffer:
         return self.size * self.dtype.itemsize
 
     @property
+    def dev(self) -> Compiled:
+        """The ``Compiled`` device this buffer lives on (bound when allocated; ``DeviceError`` if it cannot open)."""
+        if self._dev is None:
+            self._dev = self.base.dev if self.base is not None else Device[self.device]
+        return self._dev
+
+    @property
     def allocator(self) -> Allocator:
-        return Device[self.device].allocator
+        return self.dev.allocator
 
     @property
     def is_allocated(self) -> bool:
@@ -132,9 +141,10 @@ class Buffer:
         base = self.base
         if base is None or not base.is_allocated:
             raise RuntimeError(f"{self!r}: the base buffer is not allocated")
-        if self.offset == 0:
-            return base._opaque
-        if not self.allocator.supports("_offset"):
+        offset_views = self.allocator.supports("_offset")
+        if self.offset == 0 and (self.nbytes == base.nbytes or not offset_views):
+            return base._opaque  # a smaller view gets its own handle where it can: handles may carry their size
+        if not offset_views:
             raise NotImplementedError(f"{self.device} does not support buffer views at an offset")
         return self.allocator._offset(base._opaque, self.nbytes, self.offset)
 
@@ -175,8 +185,10 @@ class Buffer:
             raise ValueError("copyout destination is read-only")
         if dst.nbytes != self.nbytes:
             raise ValueError(f"copyout size mismatch: buffer holds {self.nbytes} bytes, destination has {dst.nbytes} bytes")
-        Device[self.device].synchronize()
-        self.allocator._copyout(dst, self._opaque)
+        dev = self.dev
+        if not dev.allocator.copyout_orders:
+            dev.synchronize()
+        dev.allocator._copyout(dst, self._opaque)
         return dst
 
     def as_buffer(self, allow_zero_copy: bool = True, force_zero_copy: bool = False) -> memoryview:
@@ -185,9 +197,10 @@ class Buffer:
         ``force_zero_copy`` raises ``RuntimeError`` when zero-copy is impossible.
         """
         self._require_allocated("view")
-        if allow_zero_copy and self.allocator.supports("_as_buffer"):
-            Device[self.device].synchronize()
-            return self.allocator._as_buffer(self._opaque, self.nbytes)
+        dev = self.dev
+        if allow_zero_copy and dev.allocator.supports("_as_buffer"):
+            dev.synchronize()
+            return dev.allocator._as_buffer(self._opaque, self.nbytes)
         if force_zero_copy:
             raise RuntimeError(f"{self.device} cannot expose {self!r} to the host without a copy")
         return self.copyout(bytearray(self.nbytes))
@@ -208,7 +221,8 @@ class Buffer:
 
     def copy_from(self, src: Buffer) -> Buffer:
         """Copy ``src`` (same byte size, any device) into this buffer: device-to-device when both are on one backend
-        whose allocator has ``_transfer``, else through host memory."""
+        whose allocator has ``_transfer``; streamed in pieces into this buffer's :meth:`copy_sink` when the source's
+        allocator has ``_copyout_sink`` (DISK: file reads); else through the source's host view."""
         if not isinstance(src, Buffer):
             raise TypeError(f"copy_from takes a Buffer, got {type(src).__name__}; use copyin for host data")
         if src.nbytes != self.nbytes:
@@ -217,7 +231,24 @@ class Buffer:
         src._require_allocated("copy out of")
         same_backend = src.device.partition(":")[0] == self.device.partition(":")[0]
         if same_backend and self.allocator.supports("_transfer"):
-            self.allocator._transfer(self._opaque, src._opaque, self.nbytes, Device[src.device], Device[self.device])
+            self.allocator._transfer(self._opaque, src._opaque, self.nbytes, src.dev, self.dev)
+        elif src.allocator.supports("_copyout_sink") and (sink := self.copy_sink()) is not None:
+            src.dev.synchronize()
+            src.allocator._copyout_sink(sink, src._opaque, self.nbytes)
         else:
             self.copyin(src.as_buffer(allow_zero_copy=True))
         return self
+
+    def copy_sink(self) -> CopySink | None:
+        """How this buffer takes a streamed copy (:mod:`runtime_core.sink`): the allocator's own ``_sink``, else its
+        zero-copy host memory, else ``_copyin`` into ``_offset`` views; ``None`` when the allocator has none of these.
+        ``RuntimeError`` if the buffer is not allocated."""
+        self._require_allocated("copy into")
+        allocator = self.allocator
+        if allocator.supports("_sink"):
+            return allocator._sink(self._opaque, self.nbytes)
+        if allocator.supports("_as_buffer"):
+            return HostSink(self.as_buffer(force_zero_copy=True))
+        if allocator.supports("_offset"):
+            return CopyinSink(allocator, self._opaque, self.nbytes)
+        return None

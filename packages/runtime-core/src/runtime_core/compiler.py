@@ -7,6 +7,7 @@ import hashlib
 import logging
 import os
 import sqlite3
+import threading
 from pathlib import Path
 
 import platformdirs
@@ -91,21 +92,49 @@ class Compiler:
         return lib
 
 
-def _connect() -> sqlite3.Connection:
-    path = cache_path()
+class _Connections(threading.local):
+    """One sqlite connection per thread (sqlite3 connections are not shared across threads), reopened after a fork or
+    when ``$RUNTIME_CACHE_DB`` points elsewhere. Keeping it open saves the connect, PRAGMA and CREATE TABLE of every
+    lookup and the WAL checkpoint that closing the last connection runs."""
+
+    key: tuple[int, Path] | None = None
+    conn: sqlite3.Connection | None = None
+
+    def get(self) -> sqlite3.Connection:
+        key = (os.getpid(), cache_path())
+        if self.conn is None or self.key != key:
+            self.conn, self.key = _connect(key[1]), key  # a connection from the parent process is abandoned, not closed
+        return self.conn
+
+    def drop(self) -> None:
+        """Forget the connection after an error, so the next lookup reconnects."""
+        if self.conn is not None and self.key is not None and self.key[0] == os.getpid():
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.close()
+        self.conn = self.key = None
+
+
+_connections = _Connections()
+
+
+def _connect(path: Path) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
-    with contextlib.suppress(sqlite3.OperationalError):  # WAL is an optimisation; some filesystems refuse it
-        conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("CREATE TABLE IF NOT EXISTS compiled (key TEXT PRIMARY KEY, digest TEXT NOT NULL, lib BLOB NOT NULL)")
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=True)
+    try:
+        with contextlib.suppress(sqlite3.OperationalError):  # WAL is an optimisation; some filesystems refuse it
+            conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("CREATE TABLE IF NOT EXISTS compiled (key TEXT PRIMARY KEY, digest TEXT NOT NULL, lib BLOB NOT NULL)")
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
 def _cache_get(key: str) -> bytes | None:
     try:
-        with contextlib.closing(_connect()) as conn:
-            row = conn.execute("SELECT digest, lib FROM compiled WHERE key = ?", (key,)).fetchone()
+        row = _connections.get().execute("SELECT digest, lib FROM compiled WHERE key = ?", (key,)).fetchone()
     except (sqlite3.Error, OSError) as e:
+        _connections.drop()
         log.warning("compile cache %s unreadable (%s); compiling without it", cache_path(), e)
         return None
     if row is None:
@@ -119,8 +148,8 @@ def _cache_get(key: str) -> bytes | None:
 
 def _cache_put(key: str, lib: bytes) -> None:
     try:
-        with contextlib.closing(_connect()) as conn:
-            conn.execute("INSERT OR REPLACE INTO compiled (key, digest, lib) VALUES (?, ?, ?)",
-                         (key, hashlib.sha256(lib).hexdigest(), lib))
+        _connections.get().execute("INSERT OR REPLACE INTO compiled (key, digest, lib) VALUES (?, ?, ?)",
+                                   (key, hashlib.sha256(lib).hexdigest(), lib))
     except (sqlite3.Error, OSError) as e:
+        _connections.drop()
         log.warning("compile cache %s not writable (%s); result not cached", cache_path(), e)

@@ -15,13 +15,17 @@ Semantics (the one definition every backend implements; the PYTHON backend is it
   operand is NaN the other one is returned; the sign of a zero result is unspecified.
 * ``CMPLT``/``CMPNE`` give bool; any comparison with NaN is false except ``CMPNE`` which is true.
 * ``WHERE(c, a, b)`` is ``a`` where ``c`` else ``b``; both are evaluated.
+* ``FMA(a, b, c)`` is ``a * b + c`` rounded once (IEEE 754 fusedMultiplyAdd; C ``fma``/``fmaf``, PTX ``fma.rn``), floats
+  only: the product is not rounded before the addition. float16/bfloat16 round the exact result once to the type.
+  Separate ``MUL`` and ``ADD`` ops are never fused into an FMA.
 * ``EXP2 LOG2 SIN SQRT RECIP TRUNC`` apply to floats only; results within the harness tolerance of the correctly rounded
   value (float16/bfloat16 compute in float32 and round once).
 * ``CAST`` float->int truncates toward zero (out of range or NaN is undefined); int->float and float->float round to
   nearest even; int->int wraps (or sign/zero-extends); anything->bool is ``!= 0``; bool->number gives 0 or 1.
   ``BITCAST`` reinterprets the bits of a value of the same size.
 * ``LOAD``/``STORE`` index in elements (not bytes) of the pointer's dtype; with a gate, a false gate does not access memory
-  (a load yields its ``alt`` value).
+  (a load yields its ``alt`` value). An index outside the buffer is undefined, and so is an index whose 32- or 64-bit
+  integer arithmetic wrapped (overflowed) on the way: backends may compute index arithmetic in wider integers.
 * float16 and bfloat16 arithmetic rounds every op's result to the type.
 """
 
@@ -35,7 +39,8 @@ from typing import Any
 
 from runtime_core.dtype import DType, dtypes
 
-__all__ = ["Ops", "UOp", "Kernel", "KernelBuilder", "IRError", "validate", "ALU_OPS", "UNARY", "BINARY"]
+__all__ = ["Ops", "UOp", "Kernel", "KernelBuilder", "IRError", "validate", "ALU_OPS", "UNARY", "BINARY",
+           "TERNARY"]
 
 
 class IRError(ValueError):
@@ -53,7 +58,7 @@ class Ops(Enum):
     # ALU
     ADD = auto(); SUB = auto(); MUL = auto(); DIV = auto(); IDIV = auto(); MOD = auto()  # noqa: E702
     MAX = auto(); MIN = auto(); NEG = auto(); CMPLT = auto(); CMPNE = auto()  # noqa: E702
-    AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto(); WHERE = auto()  # noqa: E702
+    AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto(); WHERE = auto(); FMA = auto()  # noqa: E702
     EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIP = auto(); TRUNC = auto()  # noqa: E702
     CAST = auto(); BITCAST = auto()  # noqa: E702
     # memory and control flow
@@ -70,8 +75,9 @@ class Ops(Enum):
 UNARY = frozenset({Ops.NEG, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.TRUNC})
 BINARY = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.DIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.MIN, Ops.CMPLT, Ops.CMPNE,
                     Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR})
-ALU_OPS = UNARY | BINARY | {Ops.WHERE}
-FLOAT_ONLY = frozenset({Ops.DIV, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.TRUNC})
+TERNARY = frozenset({Ops.WHERE, Ops.FMA})
+ALU_OPS = UNARY | BINARY | TERNARY
+FLOAT_ONLY = frozenset({Ops.FMA, Ops.DIV, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.TRUNC})
 INT_ONLY = frozenset({Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR})
 BITWISE = frozenset({Ops.AND, Ops.OR, Ops.XOR})
 COMPARE = frozenset({Ops.CMPLT, Ops.CMPNE})
@@ -79,7 +85,7 @@ NO_VALUE = frozenset({Ops.STORE, Ops.ASSIGN, Ops.ENDRANGE, Ops.ENDIF, Ops.BARRIE
 SPECIAL_KINDS = ("group", "local", "lsize", "gsize")
 _NSRC = {Ops.PARAM: (0,), Ops.VAR: (0,), Ops.SPECIAL: (0,), Ops.CONST: (0,), Ops.LOCAL: (0,), Ops.ACC: (1,),
          Ops.LOAD: (2, 4), Ops.STORE: (3, 4), Ops.ASSIGN: (2,), Ops.RANGE: (2,), Ops.ENDRANGE: (1,),
-         Ops.IF: (1,), Ops.ENDIF: (1,), Ops.BARRIER: (0,), Ops.CAST: (1,), Ops.BITCAST: (1,), Ops.WHERE: (3,)}
+         Ops.IF: (1,), Ops.ENDIF: (1,), Ops.BARRIER: (0,), Ops.CAST: (1,), Ops.BITCAST: (1,), Ops.WHERE: (3,), Ops.FMA: (3,)}
 
 
 @dataclass(eq=False)
@@ -415,6 +421,7 @@ class KernelBuilder:
     def lt(self, a: Operand, b: Operand) -> UOp: return self.alu(Ops.CMPLT, a, b)  # noqa: E704
     def ne(self, a: Operand, b: Operand) -> UOp: return self.alu(Ops.CMPNE, a, b)  # noqa: E704
     def where(self, c: Operand, a: Operand, b: Operand) -> UOp: return self.alu(Ops.WHERE, c, a, b)  # noqa: E704
+    def fma(self, a: Operand, b: Operand, c: Operand) -> UOp: return self.alu(Ops.FMA, a, b, c)  # noqa: E704
 
     def cast(self, x: UOp, dtype: DType) -> UOp:
         return self.emit(Ops.CAST, dtype, (x,))

@@ -14,7 +14,13 @@ class Program(Protocol):
     ``prg(*bufs, global_size=(x, y, z), local_size=(x, y, z), vals=(ints...), wait=False)`` launches
     ``prod(global_size)`` groups of ``prod(local_size)`` threads on the buffers' opaque handles (in slot order) with int32
     ``vals``. Returns the device time of the launch in seconds when ``wait`` is true, else ``None``.
+
+    ``arg_counts`` is ``(buffers, vals)``, the numbers of buffer handles and int32 vals a launch takes, or ``None``
+    when the program cannot tell (a foreign kernel without a signature): then its launches are not validated.
     """
+
+    @property
+    def arg_counts(self) -> tuple[int, int] | None: ...
 
     def __call__(self, *bufs: Any, global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),
                  vals: Sequence[int] = (), wait: bool = False) -> float | None: ...

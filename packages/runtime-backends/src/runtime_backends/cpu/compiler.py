@@ -6,13 +6,18 @@ addresses of host libm functions, which differ per process; ``execmem.Executable
 The compiler is ``$CC`` (default ``clang``; ``CC=gcc`` works too). It is run as
 ``$CC -c -x c <flags> - -o <tmpdir>/kernel.o`` with the source on stdin and these flags:
 
-    -O2 -fPIC -ffreestanding -fno-math-errno -nostdlib -fwrapv -ffp-contract=off -fno-stack-protector
+    -O2 -fPIC -ffreestanding -fno-math-errno -nostdlib -ffp-contract=off -fno-stack-protector
     -fno-asynchronous-unwind-tables
     -march=native (x86-64) or -mcpu=native (AArch64, where Clang spells the native CPU option that way)
     -ffixed-x18 on AArch64 (x18 is the platform register on some AArch64 ABIs; kernels must not touch it)
-    --target=<machine>-none-unknown-elf with Clang (emit ELF whatever the host's default object format)
+    -fvect-cost-model=dynamic with GCC (its -O2 default, "very-cheap", vectorizes no loop that needs a run-time
+    alias check, i.e. no kernel loop over buffers that might overlap)
+    --target=<machine>-none-unknown-elf with Clang on a host that is not Linux (emit ELF whatever the host's default
+    object format; on Linux the host target is ELF already and keeps the system headers, e.g. <math.h>, usable)
 
-A compiler whose ``--version`` first line does not mention clang is treated as GCC-compatible (no ``--target``).
+Kernels are plain C: signed overflow is undefined, as C says (the renderer computes wrapping IR arithmetic in unsigned
+types); ``-ffreestanding`` makes ``<stdint.h>``, ``<stddef.h>`` and ``<float.h>`` available. A compiler whose
+``--version`` first line does not mention clang is treated as GCC-compatible.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ __all__ = ["ClangCompiler", "CompilerNotFoundError", "host_cpu_identity"]
 CC_ENV = "CC"
 COMPILE_TIMEOUT_S = 300
 """Seconds one compiler run may take before it is killed and ``CompileError`` raised."""
-_BASE_FLAGS = ("-O2", "-fPIC", "-ffreestanding", "-fno-math-errno", "-nostdlib", "-fwrapv", "-ffp-contract=off",
+_BASE_FLAGS = ("-O2", "-fPIC", "-ffreestanding", "-fno-math-errno", "-nostdlib", "-ffp-contract=off",
                "-fno-stack-protector", "-fno-asynchronous-unwind-tables")
 
 
@@ -96,7 +101,9 @@ class ClangCompiler(Compiler):
         self.flags: tuple[str, ...] = (*_BASE_FLAGS, native)
         if self.machine == "aarch64":
             self.flags += ("-ffixed-x18",)
-        if self.is_clang:
+        if not self.is_clang:
+            self.flags += ("-fvect-cost-model=dynamic",)
+        elif platform.system() != "Linux":
             self.flags += (f"--target={self.machine}-none-unknown-elf",)
 
     def _version_line(self) -> str:

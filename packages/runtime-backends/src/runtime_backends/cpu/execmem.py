@@ -35,12 +35,12 @@ from typing import Any
 
 from runtime_backends.cpu.elf import LinkedImage, RelocatableObject, Resolver
 
-__all__ = ["LIBC_WHITELIST", "LIBM_WHITELIST", "ExecutableImage", "host_resolver"]
+__all__ = ["LIBC_WHITELIST", "LIBM_WHITELIST", "ExecutableImage", "host_library", "host_resolver"]
 
 LIBM_WHITELIST = frozenset(
     f + suffix
     for f in ("exp", "exp2", "log", "log2", "sin", "cos", "tan", "sqrt", "pow", "fmod", "trunc", "floor", "ceil",
-              "fabs", "fmax", "fmin")
+              "fabs", "fmax", "fmin", "fma")
     for suffix in ("", "f"))
 """libm functions a kernel may call (double and float variants)."""
 
@@ -49,7 +49,8 @@ LIBC_WHITELIST = frozenset({"memcpy", "memmove", "memset", "memcmp"})
 
 
 @functools.cache
-def _library(name: str) -> ctypes.CDLL:
+def host_library(name: str) -> ctypes.CDLL:
+    """The host's C library ``lib<name>`` (``"c"``, ``"m"``, ``"gcc_s"``), loaded once. ``OSError`` if missing."""
     path = ctypes.util.find_library(name)
     if path is None:
         raise OSError(f"the host C library 'lib{name}' was not found by ctypes.util.find_library({name!r}); "
@@ -64,9 +65,9 @@ def host_resolver(name: str) -> int | None:
         OSError: the host libm/libc cannot be found or does not export a whitelisted name.
     """
     if name in LIBM_WHITELIST:
-        lib = _library("m")
+        lib = host_library("m")
     elif name in LIBC_WHITELIST:
-        lib = _library("c")
+        lib = host_library("c")
     else:
         return None
     return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
@@ -75,7 +76,7 @@ def host_resolver(name: str) -> int | None:
 @functools.cache
 def _libc() -> ctypes.CDLL:
     """libc with the prototypes of mmap/mprotect/munmap set (once: every load and unmap uses them)."""
-    libc = _library("c")
+    libc = host_library("c")
     libc.mmap.restype, libc.mmap.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
                                                                 ctypes.c_int, ctypes.c_int, ctypes.c_long]
     libc.mprotect.restype, libc.mprotect.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
@@ -112,7 +113,7 @@ def _protect(base: int, image: LinkedImage) -> None:
 def _flush_icache(base: int, image: LinkedImage) -> None:
     if image.machine != "aarch64":
         return
-    clear = _library("gcc_s").__clear_cache
+    clear = host_library("gcc_s").__clear_cache
     clear.restype, clear.argtypes = None, [ctypes.c_void_p, ctypes.c_void_p]
     for seg in image.segments:
         if seg.executable:

@@ -1,52 +1,35 @@
-"""C renderer of the CPU backend: one kernel IR -> one freestanding C function plus a signature record.
+"""C renderer of the CPU backend: one kernel IR -> one freestanding C function plus its signature record.
 
-The rendered translation unit defines
+The function follows the calling convention of ``abi`` (``void <name>(const long long* rtk_args)``, arguments in an
+int64 block, a ``rtk_signature`` record naming the launch parameters it reads). It runs the groups of its range
+``[glo, ghi)`` (linear group index, x fastest) and, inside each group, every thread (z, y, x loops, x innermost), each
+thread executing the whole op list, so one object serves any launch shape and any split of the groups over threads.
+A kernel that stores nothing has no effect and renders as an empty function that takes no launch parameters.
 
-* ``void <name>(P0 b0, ..., int a0, ..., int gsz0, int gsz1, int gsz2, int lsz0, int lsz1, int lsz2)``: buffers (element
-  pointers, in slot order), the int32 vals (in ``Kernel.vars`` order), then the launch shape (groups, then threads per
-  group, x y z). It runs every group and every thread of a group serially (x fastest), each thread executing the whole
-  op list, so one object serves any launch shape.
-* ``const int rtk_signature[3] = {SIGNATURE_MAGIC, <number of buffers>, <number of vals>}``: how a loader learns the
-  argument counts from the object alone (``CPUProgram`` reads it to validate launches and to type the call).
+What compilers vectorize: the thread loops are plain counted loops whose x loop is innermost, so ``global id``
+indexing is contiguous in it; integer ADD/SUB/MUL of 32/64-bit values whose only use is a LOAD/STORE index (directly or
+through other such ops) are computed in ``long long`` without wrapping (the IR leaves a wrapped index undefined), so
+addresses are affine in the loop counters. Buffers the kernel only reads are ``const``. Pointers are not ``restrict``:
+the IR cannot prove that a launch's buffers do not overlap, so compilers check at run time where they vectorize.
 
-Semantics follow the module docstring of ``runtime_core.ir`` without relying on compiler flags:
-
-* integer ADD/SUB/MUL/NEG/SHL are computed in ``unsigned int`` / ``unsigned long long`` and converted back, so they wrap
-  (C11 6.2.5p9; the conversion back to a signed type is modulo 2**N in GCC and Clang, "Integers implementation");
-* every op is its own statement (``T vN = ...;``), so no two float ops form one expression that Clang could contract
-  into an FMA; GCC, which contracts across statements by default, is told ``fp-contract=off`` by a pragma;
-* float MAX/MIN are maxNum/minNum written with comparisons (no libm), comparisons with NaN are false except ``!=``;
-* float16 and bfloat16 values live as their 16-bit patterns (``unsigned short``); each op converts to float, computes,
-  and rounds the result once with inline round-to-nearest-even code. Conversions that could round twice (float64 or a
-  32/64-bit integer to float16/bfloat16) first round to float32 *to odd*, which makes the second rounding exact
-  (Boldo & Melquiond, "Emulation of FMA and correctly rounded sums: proved algorithms using rounding to odd", 2008);
-* EXP2/LOG2/SIN call ``exp2f/exp2``, ``log2f/log2``, ``sinf/sin`` (the execmem resolver's libm whitelist); SQRT and
-  TRUNC use ``__builtin_sqrt[f]``/``__builtin_trunc[f]`` (instructions with -fno-math-errno, else whitelisted calls);
-* a gated load is ``gate ? p[i] : alt`` (the false arm never touches memory), a gated store is ``if (gate) p[i] = v;``;
-* pointers are not ``restrict``: a launch may pass aliasing views of one buffer.
+Value semantics are in ``cexpr``. A gated load is ``gate ? p[i] : alt`` (the false arm never touches memory), a gated
+store is ``if (gate) p[i] = v;``. In checked mode (``memcheck``) every access first compares its index with the
+buffer's element count (from the byte sizes in the argument block); a failing check fills the fault record with the
+op, slot, index, count, group and thread ids and returns.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-
-import ml_dtypes
-import numpy as np
-
+from runtime_backends.cpu.abi import FAULT_FIELDS, INT32_MAX, LAUNCH_PARAMS, MAX_PARAMS, SIGNATURE_SYMBOL, Signature
+from runtime_backends.cpu.cexpr import PRELUDE, alu_expr, cast_expr, ctype, render_const, storage_ctype
 from runtime_backends.cpu.execmem import LIBC_WHITELIST, LIBM_WHITELIST
-from runtime_core.dtype import DType, dtypes
+from runtime_backends.cpu.memcheck import memcheck_enabled
+from runtime_core.dtype import dtypes
 from runtime_core.ir import Kernel, Ops, UOp, validate
 from runtime_core.renderer import Renderer
 
-__all__ = ["CRenderer", "MAX_PARAMS", "SIGNATURE_MAGIC", "SIGNATURE_SYMBOL"]
+__all__ = ["CRenderer"]
 
-SIGNATURE_SYMBOL = "rtk_signature"
-SIGNATURE_MAGIC = 0x52544B31  # "RTK1": version 1 of this renderer's calling convention
-INT32_MAX = 2**31 - 1
-MAX_PARAMS = 1024 - 6
-"""Buffers + vals per kernel: ctypes calls take at most 1024 arguments, and 6 of them are the launch shape."""
-_HALF = (dtypes.float16, dtypes.bfloat16)
 _RESERVED = LIBM_WHITELIST | LIBC_WHITELIST  # a kernel of that name would capture the calls to the host function
 _C_KEYWORDS = frozenset(
     "auto break case char const continue default do double else enum extern float for goto if inline int long register "
@@ -54,146 +37,17 @@ _C_KEYWORDS = frozenset(
     "_Alignof _Atomic _Bool _Complex _Generic _Imaginary _Noreturn _Static_assert _Thread_local asm typeof "
     # C23 keywords (the default language of newer GCC and Clang)
     "alignas alignof bool constexpr false nullptr static_assert thread_local true typeof_unqual".split())
-
-_PRELUDE = r"""#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-static inline unsigned int rtk_fbits(float f) { unsigned int x; __builtin_memcpy(&x, &f, 4); return x; }
-static inline float rtk_bitsf(unsigned int x) { float f; __builtin_memcpy(&f, &x, 4); return f; }
-/* float16 bits -> float (exact) */
-static inline float rtk_h2f(unsigned short h) {
-  unsigned int sign = (unsigned int)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0x1fu) return rtk_bitsf(sign | 0x7f800000u | (m << 13));
-  if (e != 0) return rtk_bitsf(sign | ((e + 112u) << 23) | (m << 13));
-  return rtk_bitsf(sign | rtk_fbits((float)m * 0x1p-24f));
-}
-/* float -> float16 bits, round to nearest even; NaN stays NaN (quieted, top payload bits kept) */
-static inline unsigned short rtk_f2h(float f) {
-  unsigned int x = rtk_fbits(f), sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
-  if (ax > 0x7f800000u) return (unsigned short)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
-  if (ax >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);  /* >= 65520 (or inf) -> inf */
-  if (ax >= 0x38800000u) {  /* normal result: rebias the exponent, round 13 bits away */
-    unsigned int r = ax - 0x38000000u;
-    return (unsigned short)(sign | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13));
-  }
-  if (ax <= 0x33000000u) return (unsigned short)sign;  /* <= 2**-25 (half of the smallest subnormal) -> 0 */
-  {  /* subnormal result in units of 2**-24 */
-    unsigned int m = (ax & 0x7fffffu) | 0x800000u, shift = 126u - (ax >> 23);
-    unsigned int q = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
-    q += (rem > half || (rem == half && (q & 1u))) ? 1u : 0u;
-    return (unsigned short)(sign | q);
-  }
-}
-/* bfloat16 bits <-> float */
-static inline float rtk_b2f(unsigned short b) { return rtk_bitsf((unsigned int)b << 16); }
-static inline unsigned short rtk_f2b(float f) {
-  unsigned int x = rtk_fbits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x40u);
-  return (unsigned short)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
-/* double -> float rounded to odd: a later round-to-nearest to <= 22 significant bits is then correctly rounded */
-static inline float rtk_d2f_odd(double d) {
-  float f = (float)d;
-  unsigned int x;
-  if ((double)f == d || d != d) return f;
-  x = rtk_fbits(f);
-  if (__builtin_fabs((double)f) > __builtin_fabs(d)) x -= 1u;
-  return rtk_bitsf(x | 1u);
-}
-/* 64-bit integer -> float rounded to odd (same purpose) */
-static inline float rtk_u2f_odd(unsigned long long m) {
-  int s;
-  if (m < (1ull << 24)) return (float)m;
-  s = 40 - __builtin_clzll(m);
-  return (float)((m >> s) | ((m & ((1ull << s) - 1ull)) != 0ull)) * (float)(1ull << s);
-}
-static inline float rtk_i2f_odd(long long v) {
-  return v < 0 ? -rtk_u2f_odd(0ull - (unsigned long long)v) : rtk_u2f_odd((unsigned long long)v);
-}
-"""
-
-# float16/bfloat16: (to float, from float, bit pattern of 1.0)
-_HALF_CONV = {dtypes.float16: ("rtk_h2f", "rtk_f2h", 0x3C00), dtypes.bfloat16: ("rtk_b2f", "rtk_f2b", 0x3F80)}
-_LIBM = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"}
-_ARITH = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.DIV: "/", Ops.IDIV: "/", Ops.MOD: "%", Ops.AND: "&",
-          Ops.OR: "|", Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>", Ops.CMPLT: "<", Ops.CMPNE: "!="}
-_WRAPPING = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.SHL})
-
-
-def ctype(dt: DType) -> str:
-    """C type of a value of ``dt`` (float16/bfloat16 values are their bit patterns)."""
-    return "unsigned short" if dt in _HALF else dt.cname
-
-
-def storage_ctype(dt: DType) -> str:
-    """C element type of a buffer of ``dt`` (bool buffers are bytes, read as ``!= 0``)."""
-    return "unsigned char" if dt is dtypes.bool else ctype(dt)
-
-
-def _ucompute(dt: DType) -> str:
-    return "unsigned long long" if dt.itemsize == 8 else "unsigned int"
-
-
-def _round_to_f32_odd(value: float) -> np.float32:
-    """``value`` rounded to float32 to odd (see the module docstring), for correctly rounded 16-bit constants."""
-    with np.errstate(over="ignore"):
-        f = np.float32(value)
-    if math.isnan(value) or float(f) == value:
-        return f
-    bits = int(f.view(np.uint32))
-    if abs(float(f)) > abs(value):
-        bits -= 1
-    return np.uint32(bits | 1).view(np.float32)
-
-
-def _float_value(value: int | float, dt: DType) -> float:
-    try:
-        return float(value)
-    except OverflowError as e:
-        raise ValueError(f"constant {value!r} does not fit a {dt.name} (nor a float64)") from e
-
-
-def render_const(value: int | float | bool, dt: DType) -> str:
-    """A C expression of type ``ctype(dt)`` for the constant ``value``.
-
-    Integers carry their C type (``INT64_MIN`` and ``INT32_MIN`` are written as ``(-MAX-1)``, unsigned values get
-    ``u``/``ull``); float32/float64 are exact hex float literals, inf/NaN ``__builtin_inf[f]``/``__builtin_nan[f]``;
-    float16/bfloat16 are their bit patterns, the value correctly rounded (round to nearest even, from float64).
-    """
-    if dt is dtypes.bool:
-        return "((_Bool)1)" if value else "((_Bool)0)"
-    if dt.is_int:
-        return f"(({ctype(dt)}){_int_literal(int(value), dt)})"
-    fval = _float_value(value, dt)
-    if dt in _HALF:
-        with np.errstate(over="ignore"):
-            f32 = _round_to_f32_odd(fval)
-            half = f32.astype(np.float16) if dt is dtypes.float16 else f32.astype(ml_dtypes.bfloat16)
-        return f"((unsigned short)0x{int(half.view(np.uint16)):04x}u)"
-    suffix = "f" if dt is dtypes.float32 else ""
-    if math.isnan(fval):
-        return f"__builtin_nan{suffix}(\"\")"
-    if math.isinf(fval):
-        return f"({'-' if fval < 0 else ''}__builtin_inf{suffix}())"
-    with np.errstate(over="ignore"):
-        exact = float(np.float32(fval)) if dt is dtypes.float32 else fval
-    if math.isinf(exact):
-        return f"({'-' if exact < 0 else ''}__builtin_inf{suffix}())"
-    return f"({exact.hex()}{suffix})"
-
-
-def _int_literal(v: int, dt: DType) -> str:
-    if dt.is_unsigned:
-        return f"{v}{'ull' if dt.itemsize == 8 else 'u'}"
-    if dt.itemsize == 8:
-        return "(-9223372036854775807LL-1)" if v == -(2**63) else f"{v}LL"
-    return "(-2147483647-1)" if v == -(2**31) else str(v)
+_INDEX_ARITH = frozenset({Ops.ADD, Ops.SUB, Ops.MUL})
+_INDEX_DTYPES = frozenset({dtypes.int32, dtypes.uint32, dtypes.int64})
+_SPECIAL_NAMES = {"group": "gid", "local": "lid", "gsize": "gsz", "lsize": "lsz"}
 
 
 class CRenderer(Renderer):
-    """Renders a :class:`~runtime_core.ir.Kernel` to C for the CPU backend (see the module docstring for the ABI).
+    """Renders a :class:`~runtime_core.ir.Kernel` to C for the CPU backend (module docstring; ABI in ``abi``).
+
+    Args:
+        memcheck: render bounds-checked kernels (``memcheck`` module); None (default) reads ``$CPU_MEMCHECK`` at every
+            :meth:`render`, so a process can switch per test.
 
     Groups and the threads of a group run serially, so there is no local memory (``has_shared`` False): kernels with
     LOCAL ops (and hence BARRIER) are rejected by :meth:`check` with ``ValueError``. Launch sizes are C ``int``s, so
@@ -207,6 +61,9 @@ class CRenderer(Renderer):
     local_max = (INT32_MAX, INT32_MAX, INT32_MAX)
     shared_max = 0
 
+    def __init__(self, memcheck: bool | None = None) -> None:
+        self.memcheck = memcheck
+
     def render(self, kernel: Kernel) -> str:
         """The C translation unit for ``kernel``.
 
@@ -214,7 +71,8 @@ class CRenderer(Renderer):
             runtime_core.ir.IRError: the kernel is malformed (a ``ValueError``).
             ValueError: the kernel uses local memory, takes more than ``MAX_PARAMS`` buffers and vals, or its name is
                 not usable as the function's symbol (not an ASCII C identifier, a C11/C23 keyword, a reserved
-                identifier such as ``__int128``, a whitelisted host function such as ``sinf``, or ``rtk_*``).
+                identifier such as ``__int128``, a whitelisted host function such as ``sinf``, or ``rtk_*``);
+                ``$CPU_MEMCHECK`` is not a boolean.
         """
         validate(kernel)
         self.check(kernel)
@@ -228,47 +86,117 @@ class CRenderer(Renderer):
                              f"call (libm/libc whitelist) and does not start with 'rtk_' (it becomes the function's "
                              f"symbol); rename the kernel")
         if (nparams := len(kernel.buffers) + len(kernel.vars)) > MAX_PARAMS:
-            raise ValueError(f"CPU: kernel {name!r} takes {nparams} buffers and vals; the CPU backend calls kernels "
-                             f"through ctypes, which allows at most {MAX_PARAMS}")
-        return _KernelWriter(kernel).source()
+            raise ValueError(f"CPU: kernel {name!r} takes {nparams} buffers and vals; the CPU backend's calling "
+                             f"convention allows at most {MAX_PARAMS}")
+        checked = memcheck_enabled() if self.memcheck is None else self.memcheck
+        return _KernelWriter(kernel, checked).source()
+
+
+def index_only_ops(kernel: Kernel) -> set[int]:
+    """ids of the 32/64-bit integer ADD/SUB/MUL ops (uint64 excluded: it wraps by definition) whose every use is a
+    LOAD/STORE index or an operand of another such op: the renderer computes them in ``long long``."""
+    uses: dict[int, list[tuple[UOp, int]]] = {}
+    for u in kernel.ops:
+        for k, s in enumerate(u.src):
+            uses.setdefault(id(s), []).append((u, k))
+    found: set[int] = set()
+    for u in reversed(kernel.ops):  # SSA: every use comes after its definition
+        if u.op in _INDEX_ARITH and u.dtype in _INDEX_DTYPES and id(u) in uses and all(
+                (user.op in (Ops.LOAD, Ops.STORE) and k == 1) or id(user) in found for user, k in uses[id(u)]):
+            found.add(id(u))
+    return found
 
 
 class _KernelWriter:
-    """Writes the body of one kernel: one C statement per op, blocks indented."""
+    """Writes one kernel: the body (one C statement per op, blocks indented), then the entry around it."""
 
-    def __init__(self, kernel: Kernel) -> None:
-        self.k = kernel
+    def __init__(self, kernel: Kernel, checked: bool) -> None:
+        self.k, self.checked = kernel, checked
+        self.index_only = index_only_ops(kernel)
+        self.written = kernel.written_buffers()
         self.names: dict[int, str] = {}
         self.lines: list[str] = []
-        self.depth = 2  # inside the function and the thread loops
+        self.depth = 2  # inside the function and the group/thread loops
+        self.specials: set[tuple[str, int]] = set()
 
     def source(self) -> str:
         k = self.k
-        params = [f"{storage_ctype(b.dtype)}* b{b.arg}" for b in k.buffers]
-        params += [f"int a{n} /* {v.arg} */" for n, v in enumerate(k.vars)]
-        params += [f"int gsz{d}" for d in range(3)] + [f"int lsz{d}" for d in range(3)]
         for n, v in enumerate(k.vars):
             self.names[id(v)] = f"a{n}"
         for b in k.buffers:
             self.names[id(b)] = f"b{b.arg}"
-        loops = [f"for (int gid{d} = 0; gid{d} < gsz{d}; gid{d}++)" for d in (2, 1, 0)]
-        loops += [f"for (int lid{d} = 0; lid{d} < lsz{d}; lid{d}++)" for d in (2, 1, 0)]
-        for i, u in enumerate(k.ops):
-            self.emit_op(i, u)
-        body = "\n".join(self.lines)
-        signature = f"const int {SIGNATURE_SYMBOL}[3] = {{{SIGNATURE_MAGIC:#x}, {len(k.buffers)}, {len(k.vars)}}};\n"
-        head = f"void {k.name}({', '.join(params)}) {{\n  " + "\n  ".join(loops) + " {\n"
-        return f"{_PRELUDE}{signature}{head}{body}\n  }}\n}}\n"
+        stores = any(u.op is Ops.STORE for u in k.ops)
+        if stores:
+            for i, u in enumerate(k.ops):
+                self.emit_op(i, u)
+        launch = self.launch_params() if stores else ()
+        sig = Signature(len(k.buffers), len(k.vars), launch, self.checked)
+        record = f"const int {SIGNATURE_SYMBOL}[5] = {{{', '.join(hex(v) for v in sig.record())}}};\n"
+        head = f"void {k.name}(const long long* rtk_args) {{\n"
+        if not stores:
+            return f"{PRELUDE}{record}{head}  (void)rtk_args;  /* stores nothing: no effect */\n}}\n"
+        prologue = "\n".join("  " + line for line in self.prologue(sig))
+        loops = "\n".join("  " + line for line in self.loops())
+        return f"{PRELUDE}{self.fault_macro()}{record}{head}{prologue}\n{loops} {{\n" + "\n".join(self.lines) + \
+            "\n  }\n  }\n}\n"
 
+    # ---- entry -------------------------------------------------------------------------------------------------
+    def group_ids(self) -> bool:
+        """Whether gid1/gid2 are needed (referenced, or reported by a checked kernel)."""
+        return self.checked or any(("group", d) in self.specials for d in (1, 2))
+
+    def launch_params(self) -> tuple[str, ...]:
+        need = {"gsz0", "lsz0", "lsz1", "lsz2", "glo", "ghi"} | {f"gsz{d}" for d in (1, 2) if ("gsize", d) in self.specials}
+        if self.group_ids():
+            need.add("gsz1")
+        return tuple(p for p in LAUNCH_PARAMS if p in need)
+
+    def prologue(self, sig: Signature) -> list[str]:
+        k = self.k
+        lines = []
+        for b in k.buffers:
+            const = "" if b.arg in self.written else "const "
+            lines.append(f"{const}{storage_ctype(b.dtype)}* b{b.arg} = ({const}{storage_ctype(b.dtype)}*)rtk_args[{b.arg}];")
+        lines += [f"const int a{n} = (int)rtk_args[{sig.buffers + n}];  /* {v.arg} */" for n, v in enumerate(k.vars)]
+        for j, p in enumerate(sig.launch):
+            t = "long long" if p in ("glo", "ghi") else "int"
+            lines.append(f"const {t} {'rtk_' + p if t == 'long long' else p} = ({t})rtk_args[{sig.launch_offset + j}];")
+        if self.checked:
+            lines += [f"const unsigned long long rtk_n{b.arg} = (unsigned long long)rtk_args[{sig.sizes_offset + b.arg}] "
+                      f"/ sizeof(*b{b.arg});" for b in k.buffers]
+            lines.append(f"long long* const rtk_fault = (long long*)rtk_args[{sig.fault_offset}];")
+        return lines
+
+    def loops(self) -> list[str]:
+        """The group range loop (one division per row of groups) and the thread loops, innermost x."""
+        lines = ["for (long long rtk_g = rtk_glo; rtk_g < rtk_ghi;) {",
+                 "  int gid0 = (int)(rtk_g % gsz0);"]
+        if self.group_ids():
+            lines += ["  const long long rtk_row = rtk_g / gsz0;",
+                      "  const int gid1 = (int)(rtk_row % gsz1), gid2 = (int)(rtk_row / gsz1);"]
+        lines += ["  const int rtk_end0 = rtk_ghi - rtk_g < gsz0 - gid0 ? gid0 + (int)(rtk_ghi - rtk_g) : gsz0;",
+                  "  rtk_g += rtk_end0 - gid0;",
+                  "  for (; gid0 < rtk_end0; gid0++)"]
+        return lines + [f"  for (int lid{d} = 0; lid{d} < lsz{d}; lid{d}++)" for d in (2, 1, 0)]
+
+    def fault_macro(self) -> str:
+        if not self.checked:
+            return ""
+        fields = {"hit": "1", "slot": "(s)", "index": "(long long)(i)", "count": "(long long)(n)", "store": "(st)",
+                  "gid0": "gid0", "gid1": "gid1", "gid2": "gid2", "lid0": "lid0", "lid1": "lid1", "lid2": "lid2"}
+        sets = " ".join(f"rtk_fault[{j}] = {fields[f]};" for j, f in enumerate(FAULT_FIELDS))
+        return f"#define RTK_FAULT(s, i, n, st) do {{ {sets} return; }} while (0)\n"
+
+    # ---- body --------------------------------------------------------------------------------------------------
     def line(self, text: str) -> None:
         self.lines.append("  " * self.depth + text)
 
     def n(self, u: UOp) -> str:
         return self.names[id(u)]
 
-    def define(self, i: int, u: UOp, expr: str) -> None:
+    def define(self, i: int, u: UOp, expr: str, t: str | None = None) -> None:
         self.names[id(u)] = f"v{i}"
-        self.line(f"{ctype(u.dtype)} v{i} = {expr};")  # type: ignore[arg-type]
+        self.line(f"{t or ctype(u.dtype)} v{i} = {expr};")
 
     def emit_op(self, i: int, u: UOp) -> None:
         op = u.op
@@ -276,19 +204,20 @@ class _KernelWriter:
             return
         if op is Ops.SPECIAL:
             kind, dim = u.arg
-            self.names[id(u)] = {"group": "gid", "local": "lid", "gsize": "gsz", "lsize": "lsz"}[kind] + str(dim)
+            self.specials.add((kind, dim))
+            self.names[id(u)] = _SPECIAL_NAMES[kind] + str(dim)
         elif op is Ops.CONST:
-            self.define(i, u, render_const(u.arg, u.dtype))  # type: ignore[arg-type]
+            self.define(i, u, render_const(u.arg, u.dtype))
         elif op is Ops.ACC:
             self.define(i, u, self.n(u.src[0]))
         elif op is Ops.ASSIGN:
             self.line(f"{self.n(u.src[0])} = {self.n(u.src[1])};")
         elif op is Ops.LOAD:
-            self.define(i, u, self.load(u))
+            self.load(i, u)
         elif op is Ops.STORE:
             self.store(u)
         elif op is Ops.RANGE:
-            v, t, (start, end) = f"v{i}", ctype(u.dtype), u.src  # type: ignore[arg-type]
+            v, t, (start, end) = f"v{i}", ctype(u.dtype), u.src
             self.names[id(u)] = v
             # the bound is read once, at the RANGE op (it may be an ACC that the loop body assigns)
             self.line(f"for ({t} {v} = {self.n(start)}, {v}_end = {self.n(end)}; {v} < {v}_end; {v}++) {{")
@@ -302,104 +231,48 @@ class _KernelWriter:
         elif op is Ops.BITCAST:
             self.bitcast(i, u)
         elif op is Ops.CAST:
-            self.define(i, u, cast_expr(self.n(u.src[0]), u.src[0].dtype, u.dtype))  # type: ignore[arg-type]
+            self.define(i, u, cast_expr(self.n(u.src[0]), u.src[0].dtype, u.dtype))
+        elif id(u) in self.index_only:
+            a, b = (self.n(s) if id(s) in self.index_only else f"(long long){self.n(s)}" for s in u.src)
+            self.define(i, u, f"{a} {'+' if op is Ops.ADD else '-' if op is Ops.SUB else '*'} {b}", "long long")
         else:  # ALU; LOCAL and BARRIER were rejected by Renderer.check
-            self.define(i, u, alu_expr(op, u.src[-1].dtype, [self.n(s) for s in u.src]))  # type: ignore[arg-type]
+            self.define(i, u, alu_expr(op, u.src[-1].dtype, [self.n(s) for s in u.src]))
 
-    def load(self, u: UOp) -> str:
+    def bounds(self, u: UOp, store: bool) -> str:
+        """The checked kernel's test of one access (empty when unchecked)."""
+        ptr, idx = u.src[0], u.src[1]
+        index = self.n(idx)
+        as_unsigned = f"(unsigned long long){index}" if idx.dtype.is_unsigned or id(idx) in self.index_only \
+            else f"(unsigned long long)(long long){index}"
+        count = f"rtk_n{ptr.arg}"
+        return f"if ({as_unsigned} >= {count}) RTK_FAULT({ptr.arg}, {index}, {count}, {int(store)});"
+
+    def load(self, i: int, u: UOp) -> None:
         ptr, idx = self.n(u.src[0]), self.n(u.src[1])
         access = f"({ptr}[{idx}] != 0)" if u.dtype is dtypes.bool else f"{ptr}[{idx}]"
-        return f"({self.n(u.src[2])} ? {access} : {self.n(u.src[3])})" if len(u.src) == 4 else access
+        gated = len(u.src) == 4
+        if not self.checked:
+            self.define(i, u, f"({self.n(u.src[2])} ? {access} : {self.n(u.src[3])})" if gated else access)
+        elif gated:
+            self.define(i, u, self.n(u.src[3]))
+            self.line(f"if ({self.n(u.src[2])}) {{ {self.bounds(u, False)} v{i} = {access}; }}")
+        else:
+            self.line(self.bounds(u, False))
+            self.define(i, u, access)
 
     def store(self, u: UOp) -> None:
         ptr, idx, val = self.n(u.src[0]), self.n(u.src[1]), self.n(u.src[2])
         stmt = f"{ptr}[{idx}] = {val};"
+        if self.checked:
+            stmt = f"{{ {self.bounds(u, True)} {stmt} }}"
         self.line(f"if ({self.n(u.src[3])}) {stmt}" if len(u.src) == 4 else stmt)
 
     def bitcast(self, i: int, u: UOp) -> None:
         src, sdt, dt = self.n(u.src[0]), u.src[0].dtype, u.dtype
         if dt is dtypes.bool:
             self.define(i, u, f"({src} != 0)")
-        elif sdt is dtypes.bool or sdt in _HALF or dt in _HALF or sdt.is_int and dt.is_int:  # type: ignore[union-attr]
-            self.define(i, u, f"({ctype(dt)}){src}")  # type: ignore[arg-type]  # same-size integer patterns
+        elif sdt is dtypes.bool or sdt.itemsize == 2 or sdt.is_int and dt.is_int:
+            self.define(i, u, f"({ctype(dt)}){src}")  # same-size integer patterns (16-bit floats are bit patterns)
         else:
             self.names[id(u)] = f"v{i}"
-            self.line(f"{ctype(dt)} v{i}; __builtin_memcpy(&v{i}, &{src}, {dt.itemsize});")  # type: ignore[union-attr]
-
-
-def cast_expr(x: str, src: DType, dst: DType) -> str:
-    """C expression converting value ``x`` of ``src`` to ``dst`` with the IR's CAST semantics."""
-    if src is dst:
-        return x
-    if dst is dtypes.bool:
-        return f"(({x} & 0x7fffu) != 0)" if src in _HALF else f"({x} != 0)"
-    if src is dtypes.bool:
-        return f"({x} ? 0x{_HALF_CONV[dst][2]:04x}u : 0u)" if dst in _HALF else f"(({ctype(dst)}){x})"
-    if src in _HALF:
-        as_float = f"{_HALF_CONV[src][0]}({x})"
-        return f"{_HALF_CONV[dst][1]}({as_float})" if dst in _HALF else f"(({ctype(dst)}){as_float})"
-    if dst in _HALF:
-        to_half = _HALF_CONV[dst][1]
-        if src is dtypes.float32:
-            return f"{to_half}({x})"
-        if src is dtypes.float64:
-            return f"{to_half}(rtk_d2f_odd({x}))"
-        if src.is_unsigned:
-            return f"{to_half}(rtk_u2f_odd((unsigned long long){x}))"
-        return f"{to_half}(rtk_i2f_odd((long long){x}))"
-    return f"(({ctype(dst)}){x})"
-
-
-def alu_expr(op: Ops, dt: DType, args: list[str]) -> str:
-    """C expression for ALU ``op`` whose (last) operands have dtype ``dt``; ``args`` are the operand names."""
-    if op is Ops.WHERE:  # selects bit patterns, so it is the same for every dtype
-        return f"({args[0]} ? {args[1]} : {args[2]})"
-    if dt in _HALF:
-        return _half_alu(op, dt, args)
-    if dt.is_float:
-        return _float_alu(op, dt, args, lambda a: a)
-    return _int_alu(op, dt, args)
-
-
-def _half_alu(op: Ops, dt: DType, args: list[str]) -> str:
-    to_float, from_float, _ = _HALF_CONV[dt]
-    if op is Ops.NEG:
-        return f"((unsigned short)({args[0]} ^ 0x8000u))"
-    if op in (Ops.MAX, Ops.MIN, Ops.CMPLT, Ops.CMPNE):
-        return _float_alu(op, dt, args, lambda a: f"{to_float}({a})")
-    return f"{from_float}({_float_alu(op, dt, [f'{to_float}({a})' for a in args], lambda a: a)})"
-
-
-def _float_alu(op: Ops, dt: DType, args: list[str], value: Callable[[str], str]) -> str:
-    """Float32/float64 op, or a float16/bfloat16 op computed in float. ``value`` maps an operand to its float value
-    (used by MAX/MIN/compare, which return or compare the operands themselves)."""
-    suffix = "" if dt is dtypes.float64 else "f"
-    if op in (Ops.MAX, Ops.MIN):  # maxNum/minNum: a NaN operand loses to the other one
-        a, b = args
-        cmp = ">" if op is Ops.MAX else "<"
-        return f"(({value(b)} != {value(b)} || {value(a)} {cmp} {value(b)}) ? {a} : {b})"
-    if op in (Ops.CMPLT, Ops.CMPNE):
-        return f"({value(args[0])} {_ARITH[op]} {value(args[1])})"
-    if op is Ops.NEG:
-        return f"(-{args[0]})"
-    if op is Ops.RECIP:
-        return f"(1.0{suffix} / {args[0]})"
-    if op in _LIBM:
-        return f"__builtin_{_LIBM[op]}{suffix}({args[0]})"
-    return f"({args[0]} {_ARITH[op]} {args[1]})"
-
-
-def _int_alu(op: Ops, dt: DType, args: list[str]) -> str:
-    t = ctype(dt)
-    if op is Ops.CMPLT or op is Ops.CMPNE:
-        return f"({args[0]} {_ARITH[op]} {args[1]})"
-    if op in (Ops.MAX, Ops.MIN):
-        a, b = args
-        return f"(({a} {'>' if op is Ops.MAX else '<'} {b}) ? {a} : {b})"
-    if op is Ops.NEG:
-        return f"(({t})(-({_ucompute(dt)}){args[0]}))"
-    if op in _WRAPPING:  # unsigned arithmetic wraps; small types would otherwise be promoted to (overflowing) int
-        u = _ucompute(dt)
-        rhs = args[1] if op is Ops.SHL else f"({u}){args[1]}"
-        return f"(({t})(({u}){args[0]} {_ARITH[op]} {rhs}))"
-    return f"(({t})({args[0]} {_ARITH[op]} {args[1]}))"
+            self.line(f"{ctype(dt)} v{i}; __builtin_memcpy(&v{i}, &{src}, {dt.itemsize});")

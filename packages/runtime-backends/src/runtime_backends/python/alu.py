@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from fractions import Fraction
 
 import numpy as np
 
 from runtime_core.dtype import DType, dtypes
 from runtime_core.ir import Ops
 
-__all__ = ["alu", "cast", "bitcast"]
+__all__ = ["alu", "cast", "bitcast", "fma"]
 
 _LOW_PRECISION = (dtypes.float16, dtypes.bfloat16)
 
@@ -54,6 +55,8 @@ def alu(op: Ops, dtype: DType, *srcs: np.ndarray) -> np.ndarray:
     """Apply ALU ``op`` whose operands have ``dtype`` (for WHERE: the value dtype) to numpy arrays or scalars."""
     if op is Ops.WHERE:
         return np.where(srcs[0], srcs[1], srcs[2])
+    if op is Ops.FMA:
+        return fma(dtype, *srcs)
     if op is Ops.NEG:
         return np.negative(srcs[0])
     if op in (Ops.MAX, Ops.MIN):
@@ -115,3 +118,82 @@ def _f64_to_bf16(x: np.ndarray) -> np.ndarray:
 def bitcast(x: np.ndarray, dst: DType) -> np.ndarray:
     """Reinterpret the bits of ``x`` (same itemsize) as ``dst``."""
     return np.ascontiguousarray(x).view(dst.np)
+
+
+def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``s = fl(a + b)`` and the exact error ``e`` (``s + e == a + b``; Knuth's TwoSum, any magnitudes)."""
+    s = a + b
+    bp = s - a
+    return s, (a - (s - bp)) + (b - bp)
+
+
+def _round_odd(s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """``s + e`` (``s = fl(s + e)``, ``e`` its exact error) rounded to odd: an inexact ``s`` with an even significand
+    moves one ulp toward ``e``. Rounding such a value again to 2 or more bits fewer is correctly rounded."""
+    bits = s.view(np.int64)
+    fix = (e != 0) & np.isfinite(s) & ((bits & 1) == 0)
+    step = np.where((e > 0) == (s > 0), 1, -1)
+    return np.where(fix, bits + step, bits).view(np.float64)
+
+
+def _two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``p = fl(a * b)`` and its exact error (Dekker/Veltkamp splitting; exact while no product under/overflows)."""
+    def split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        t = x * 134217729.0  # 2**27 + 1
+        hi = t - (t - x)
+        return hi, x - hi
+    p = a * b
+    (ah, al), (bh, bl) = split(a), split(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def _fma_exact(a: float, b: float, c: float) -> float:
+    """One float64 FMA in exact rational arithmetic (``int / int`` division is correctly rounded)."""
+    if np.isfinite(a) and np.isfinite(b) and not np.isfinite(c):
+        return c  # the exact product is finite, even where a * b would overflow
+    if not all(map(np.isfinite, (a, b, c))):
+        return a * b + c  # an infinite or NaN product: the same result as a fused operation
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    if exact == 0:
+        return a * b + c  # the sign of an exact zero follows IEEE addition of the (exact) zero product and c
+    try:
+        return exact.numerator / exact.denominator
+    except OverflowError:
+        return float("inf") if exact > 0 else float("-inf")
+
+
+def _fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """float64 FMA: Boldo & Melquiond's emulation (IEEE TC 57(4), 2008, "Emulation of FMA and correctly rounded sums:
+    proved algorithms using rounding to odd"): ``a*b = uh + ul`` exactly, ``c + uh = th + tl`` exactly, then
+    ``RN(th + RO(tl + ul))``. Operands outside the range where that is proven (possible under/overflow, inf/NaN, zero
+    products) are computed exactly one by one."""
+    a, b, c = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (a, b, c)))
+    with np.errstate(all="ignore"):
+        ma, mb, mc = np.abs(a), np.abs(b), np.abs(c)
+        safe = (ma >= 2.0**-450) & (ma <= 2.0**450) & (mb >= 2.0**-450) & (mb <= 2.0**450) \
+            & ((mc == 0) | ((mc >= 2.0**-900) & (mc <= 2.0**1000)))
+        uh, ul = _two_prod(a, b)
+        th, tl = _two_sum(c, uh)
+        v = _round_odd(*_two_sum(tl, ul))
+        out = np.where(c == 0, uh, th + v)
+    if not safe.all():
+        slow = np.flatnonzero(~safe.ravel())
+        flat = out.ravel().copy()
+        flat[slow] = [_fma_exact(float(x), float(y), float(z)) for x, y, z in
+                      zip(a.ravel()[slow], b.ravel()[slow], c.ravel()[slow])]
+        out = flat.reshape(out.shape)
+    return out
+
+
+def fma(dtype: DType, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``a * b + c`` rounded once to ``dtype`` (IR ``FMA``). Below float64 the product is exact in float64 and the sum
+    is rounded to odd there, so the one rounding to the type is correct; float64 uses ``_fma64``."""
+    if dtype is dtypes.float64:
+        return _fma64(a, b, c)
+    a64, b64, c64 = (np.asarray(x, dtype=np.float32).astype(np.float64) for x in (a, b, c))
+    with np.errstate(all="ignore"):
+        odd = _round_odd(*_two_sum(a64 * b64, c64))
+        odd = np.where(np.isfinite(a64 * b64) & np.isfinite(c64), odd, a64 * b64 + c64)
+    if dtype is dtypes.bfloat16:
+        return _f64_to_bf16(odd)
+    return odd.astype(dtype.np)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Sequence
@@ -96,18 +97,20 @@ def _load(text: str | bytes) -> Kernel:
 
 
 class PythonProgram:
-    """A kernel run by the numpy interpreter; follows the ``runtime_core.program.Program`` protocol."""
+    """Kernel ``name`` of IR text ``lib`` on ``dev``, run by the numpy interpreter; follows the
+    ``runtime_core.program.Program`` protocol.
+    ``CompileError`` for invalid IR or a kernel of another name."""
 
-    def __init__(self, name: str, lib: bytes) -> None:
-        self.kernel = _load(lib)
+    def __init__(self, dev: Compiled, name: str, lib: bytes) -> None:
+        self.dev, self.kernel = dev, _load(lib)
         if self.kernel.name != name:
             raise CompileError(f"program {name!r} not found; the IR defines {self.kernel.name!r}")
         self.name = name
+        self.arg_counts = (len(self.kernel.buffers), len(self.kernel.vars))
 
     def __call__(self, *bufs: np.ndarray, global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),
                  vals: Sequence[int] = (), wait: bool = False) -> float | None:
-        gs, ls = check_launch(self.name, bufs, vals, len(self.kernel.buffers), len(self.kernel.vars), global_size,
-                              local_size)
+        gs, ls = check_launch(self.name, bufs, vals, *self.arg_counts, global_size, local_size)
         _check_shape(self.name, gs, ls)
         for u, b in zip(self.kernel.buffers, bufs):
             if not isinstance(b, np.ndarray) or b.dtype != np.uint8 or b.ndim != 1:
@@ -143,4 +146,5 @@ class PythonDevice(Compiled):
     def __init__(self, device: str) -> None:
         if device != "PYTHON":
             raise ValueError(f"the PYTHON backend has a single device, 'PYTHON'; got {device!r}")
-        super().__init__(device, PythonAllocator(), PythonRenderer(), PythonCompiler(), PythonProgram)
+        super().__init__(device, PythonAllocator(self), PythonRenderer(), PythonCompiler(),
+                         functools.partial(PythonProgram, self))

@@ -1,0 +1,68 @@
+"""Initialization, version and error descriptions (CUDA driver API 6.2 "Error Handling", 6.3 "Initialization",
+6.4 "Version Management")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cuda.bindings.driver import CUresult
+
+from ..config import ConfigError, load_config
+from ..errors import ERROR_STRINGS, REPORTS, error
+from .handles import System
+from .system import api, get_system_or_none, set_system
+
+DRIVER_VERSION = 12080  # reported by cuDriverGetVersion: CUDA 12.8 (1000 * major + 10 * minor)
+
+
+@api(0)
+def cuInit(Flags: int) -> tuple:  # noqa: N803  (the driver API's parameter names)
+    """cuInit(Flags): initialize the driver (CUDA driver API, Initialization, cuInit). ``Flags`` must be 0.
+
+    Reads MOCKGPU_DEVICES / MOCKGPU_ARCH / MOCKGPU_MEMORY (see :mod:`mock_gpu.config`) on the first call; later
+    calls have no effect. An invalid variable gives CUDA_ERROR_INVALID_VALUE with the reason in the report.
+    """
+    if Flags != 0:
+        raise error("CUDA_ERROR_INVALID_VALUE", f"cuInit Flags must be 0, got {Flags}")
+    if get_system_or_none() is None:
+        try:
+            config = load_config()
+        except ConfigError as exc:
+            raise error("CUDA_ERROR_INVALID_VALUE", str(exc), severe=True) from exc
+        set_system(System(config))
+    return ()
+
+
+@api(1)
+def cuDriverGetVersion() -> tuple:
+    """cuDriverGetVersion() -> (CUresult, int): the emulated driver version, 12080 (CUDA 12.8); needs no cuInit."""
+    return (DRIVER_VERSION,)
+
+
+def _result_member(error_code: Any) -> Any:
+    try:
+        return CUresult(int(error_code))
+    except ValueError:
+        raise error("CUDA_ERROR_INVALID_VALUE", f"{error_code!r} is not a CUresult value") from None
+
+
+@api(1)
+def cuGetErrorName(error: Any) -> tuple:
+    """cuGetErrorName(error) -> (CUresult, bytes): the enum name, e.g. b"CUDA_ERROR_ILLEGAL_ADDRESS"."""
+    return (_result_member(error).name.encode(),)
+
+
+@api(1)
+def cuGetErrorString(error: Any) -> tuple:
+    """cuGetErrorString(error) -> (CUresult, bytes): the driver's description, e.g. b"invalid argument".
+
+    When ``error`` is the result of the most recent failed call, the emulator's report of that failure follows in
+    parentheses (for a kernel fault: kernel, block, thread, address, nearest allocation), so a backend that builds
+    its messages from cuGetErrorString shows where the fault happened.
+    """
+    member = _result_member(error)
+    text = ERROR_STRINGS.get(member.name, member.name.removeprefix("CUDA_ERROR_").replace("_", " ").lower())
+    last = REPORTS.last()
+    if last is not None and int(last[0]) == int(member):
+        text = f"{text} (mock_gpu: {last[1]})"
+    return (text.encode(),)

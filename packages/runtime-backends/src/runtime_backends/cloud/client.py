@@ -1,0 +1,240 @@
+"""The client's HTTP link to a CLOUD server: one keep-alive ``http.client`` connection, reconnects, deadlines.
+
+* Connecting retries with exponential backoff (20 ms doubling to 1 s) until ``connect_timeout_s``, then raises
+  :class:`CloudConnectionError` saying where it tried and how to start a server -- never forever.
+* A request on a connection that was kept alive and that the server has closed meanwhile (its idle timeout, or a
+  restart) fails before any answer arrives; it is sent once more on a new connection. A connection lost after the
+  answer began is reported, never resent (the batch ran).
+* A server that accepts but does not answer raises :class:`CloudTimeoutError` after ``timeout_s``.
+* An error answer raises :class:`CloudError` with the server's status and message.
+
+Every request carries the session cookie (``Cookie: session=<id>``) and, with a token, ``Authorization: Bearer``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["CloudError", "CloudRequestError", "CloudMemoryError", "CloudConnectionError", "CloudTimeoutError", "Reply",
+           "Link"]
+
+log = logging.getLogger(__name__)
+
+Bytes = bytes | bytearray | memoryview
+_JOIN_BELOW = 64 << 10  # bodies smaller than this go out in one send
+_MAX_MESSAGE = 8000  # characters of a server's error message kept in the exception
+
+
+class CloudError(RuntimeError):
+    """A CLOUD server refused a request or failed it: ``status`` is the HTTP status (``None`` when no answer came),
+    ``message`` the server's text."""
+
+    def __init__(self, message: str, status: int | None = None, server_message: str = "") -> None:
+        super().__init__(message)
+        self.status, self.message = status, server_message or message
+
+
+class CloudRequestError(CloudError, ValueError):
+    """The server refused a request as wrong (4xx: malformed, unknown buffer or program, a launch the device refuses)."""
+
+
+class CloudMemoryError(CloudError, MemoryError):
+    """The server is out of memory for this session (``507``: the session's byte bound or the device's memory)."""
+
+
+class CloudConnectionError(CloudError, ConnectionError):
+    """The server cannot be reached, or the connection was lost during a request."""
+
+
+class CloudTimeoutError(CloudError, TimeoutError):
+    """The server did not answer within the link's timeout."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A ``200`` answer: ``body`` (empty when it was read into the caller's buffer: ``filled``) and ``headers``."""
+
+    body: bytes
+    filled: bool
+    headers: http.client.HTTPMessage
+
+
+class Link:
+    """A keep-alive connection to the server at ``host`` (``"host:port"``) for session ``session_id``.
+
+    ``timeout_s``: seconds to wait on a mute server (per socket operation); ``connect_timeout_s``: the deadline for
+    reaching it. Raises ``ValueError`` at construction for a ``host`` that is not ``host:port``. Not thread-safe: the
+    device serializes its use.
+    """
+
+    def __init__(self, host: str, *, session_id: str, token: str | None = None, timeout_s: float = 120.0,
+                 connect_timeout_s: float = 30.0) -> None:
+        try:
+            probe = http.client.HTTPConnection(host)
+        except http.client.InvalidURL as e:
+            raise ValueError(f"CLOUD host {host!r} is not host:port ({e})") from None
+        if not probe.host:
+            raise ValueError(f"CLOUD host {host!r} names no host; give host:port, e.g. 127.0.0.1:6667")
+        self.host, self.session_id, self.token = host, session_id, token
+        self.timeout_s, self.connect_timeout_s = timeout_s, connect_timeout_s
+        self._conn: _Connection | None = None
+
+    def get(self, path: str) -> Reply:
+        """``GET path``; ``CloudError`` subclasses as the module docstring says."""
+        return self.request("GET", path)
+
+    def request(self, method: str, path: str, pieces: Sequence[Bytes] = (), into: memoryview | None = None) -> Reply:
+        """Send ``method path`` with the concatenation of ``pieces`` as body (``POST``). When ``into`` is given and
+        the answer has exactly ``into.nbytes`` bytes, they are read straight into it (``Reply.filled``)."""
+        try:
+            response = self._send_retrying_stale(method, path, pieces)
+        except (ConnectionError, http.client.BadStatusLine) as e:
+            self.close()
+            raise CloudConnectionError(f"connection to CLOUD server {self.host} lost during {method} {path} before "
+                                       f"an answer: {type(e).__name__}: {e}") from e
+        except TimeoutError as e:
+            self.close()
+            raise self._timeout(method, path) from e
+        except OSError as e:
+            self.close()
+            raise CloudConnectionError(f"sending {method} {path} to CLOUD server {self.host} failed: {e}") from e
+        return self._receive(response, method, path, into)
+
+    def close(self) -> None:
+        """Close the connection (the next request opens a new one)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _connection(self) -> tuple[_Connection, bool]:
+        if self._conn is not None:
+            return self._conn, True
+        self._conn = self._connect()
+        return self._conn, False
+
+    def _connect(self) -> _Connection:
+        start = time.monotonic()
+        deadline, delay, attempts = start + self.connect_timeout_s, 0.02, 0
+        while True:
+            attempts += 1
+            conn = _Connection(self.host, timeout=min(self.timeout_s, self.connect_timeout_s))
+            try:
+                conn.connect()
+            except OSError as e:
+                conn.close()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise CloudConnectionError(
+                        f"cannot reach a CLOUD server at {self.host}: {e} ({attempts} attempts in "
+                        f"{time.monotonic() - start:.1f} s). Start one there with `python -m runtime_backends.cloud "
+                        f"serve --port PORT --device CPU` and set HOST=host:PORT, or unset HOST to use an in-process "
+                        f"server") from e
+                time.sleep(min(delay, left))
+                delay = min(2 * delay, 1.0)
+                continue
+            if conn.sock is not None:
+                conn.sock.settimeout(self.timeout_s)
+            return conn
+
+    def _send_retrying_stale(self, method: str, path: str, pieces: Sequence[Bytes]) -> http.client.HTTPResponse:
+        conn, reused = self._connection()
+        try:
+            return self._send(conn, method, path, pieces)
+        except (ConnectionError, http.client.BadStatusLine) as e:
+            if not reused:
+                raise
+            self.close()  # the server closed the kept-alive connection before this request reached it
+            log.debug("kept-alive connection to %s was closed by the server (%s); reconnecting", self.host, e)
+        conn, _ = self._connection()
+        return self._send(conn, method, path, pieces)
+
+    def _send(self, conn: _Connection, method: str, path: str, pieces: Sequence[Bytes]) -> http.client.HTTPResponse:
+        total = sum(memoryview(p).nbytes for p in pieces)
+        conn.putrequest(method, path, skip_accept_encoding=True)
+        conn.putheader("Cookie", f"session={self.session_id}")
+        if self.token is not None:
+            conn.putheader("Authorization", f"Bearer {self.token}")
+        if method == "POST":
+            conn.putheader("Content-Length", str(total))
+        with conn.gathered(total < _JOIN_BELOW):
+            conn.endheaders()
+            for piece in pieces:
+                conn.send(piece)
+        return conn.getresponse()
+
+    def _receive(self, response: http.client.HTTPResponse, method: str, path: str, into: memoryview | None) -> Reply:
+        try:
+            if response.status == 200 and into is not None and response.length == into.nbytes:
+                _read_into(response, into)
+                body, filled = b"", True
+            else:
+                body, filled = response.read(), False
+        except TimeoutError as e:
+            self.close()
+            raise self._timeout(method, path) from e
+        except (OSError, http.client.HTTPException) as e:
+            self.close()
+            raise CloudConnectionError(f"connection to CLOUD server {self.host} lost while reading the answer to "
+                                       f"{method} {path}: {type(e).__name__}: {e}") from e
+        if response.will_close:
+            self.close()
+        if response.status != 200:
+            message = body.decode("utf-8", "replace")[:_MAX_MESSAGE]
+            raise _error_class(response.status)(f"CLOUD server {self.host} answered {response.status} "
+                                                f"{response.reason} to {method} {path}: {message}",
+                                                response.status, message)
+        return Reply(body, filled, response.headers)
+
+    def _timeout(self, method: str, path: str) -> CloudTimeoutError:
+        return CloudTimeoutError(f"CLOUD server {self.host} did not answer {method} {path} within {self.timeout_s} s "
+                                 f"(CLOUD_TIMEOUT); it may be stalled, or a kernel runs longer than that")
+
+
+class _Connection(http.client.HTTPConnection):
+    """``http.client.HTTPConnection`` whose :meth:`send` calls can be gathered into one: a small request then goes out
+    as one segment (headers and body together), which halves the wake-ups of the server per round trip."""
+
+    _gathering: list[Bytes] | None = None
+
+    @contextlib.contextmanager
+    def gathered(self, enabled: bool = True) -> Iterator[None]:
+        """Within the block, :meth:`send` collects; at its end everything is sent at once (when ``enabled``)."""
+        if not enabled:
+            yield
+            return
+        self._gathering = []
+        try:
+            yield
+            data = b"".join(self._gathering)
+        finally:
+            self._gathering = None
+        super().send(data)
+
+    def send(self, data: Any) -> None:
+        if self._gathering is not None:
+            self._gathering.append(data)
+        else:
+            super().send(data)
+
+
+def _error_class(status: int) -> type[CloudError]:
+    if status == 507:
+        return CloudMemoryError
+    if 400 <= status < 500 and status not in (401, 408, 429):
+        return CloudRequestError
+    return CloudError
+
+
+def _read_into(response: http.client.HTTPResponse, into: memoryview) -> None:
+    filled = 0
+    while filled < into.nbytes:
+        n = response.readinto(into[filled:])
+        if not n:
+            raise http.client.IncompleteRead(bytes(0), into.nbytes - filled)
+        filled += n

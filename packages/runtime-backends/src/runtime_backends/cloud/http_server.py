@@ -1,0 +1,373 @@
+"""The CLOUD server's HTTP/1.1 transport: asyncio connections parsed by h11, with the timeouts and bounds of a server
+that faces clients it does not trust.
+
+Why h11 on asyncio: h11 (python-hyper) is a strict, well-kept HTTP/1.1 parser that leaves the I/O to us, so each
+bound is one explicit line here -- an idle keep-alive timeout, a deadline for a request's headers (a client that
+trickles headers is cut, which a single socket timeout, as in ``http.server``, cannot do), a deadline for its body, a
+header size limit, a body size limit checked on ``Content-Length`` before any of the body is read -- and one event
+loop serves every connection, so a stalled client costs a few objects, not a thread. Bodies are handed to the
+application piece by piece as they arrive (the batch decoder verifies them while the rest is still in flight);
+responses go out without being joined into one buffer. Sockets use ``TCP_NODELAY`` and connections stay open between
+requests (keep-alive), so a small request costs one round trip.
+
+The application implements :class:`Handler`: ``head(request)`` returns a :class:`Response` at once or a
+:class:`BodySink` that takes the body and produces the response. :class:`HTTPError` anywhere becomes that response;
+any other exception becomes a ``500`` with its message, and the connection goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Protocol
+
+import h11
+
+from runtime_backends.cloud.limits import Limits
+
+__all__ = ["RequestHead", "Response", "HTTPError", "BodySink", "Handler", "HttpConnection"]
+
+log = logging.getLogger(__name__)
+
+Bytes = bytes | bytearray | memoryview
+
+
+@dataclass(frozen=True)
+class RequestHead:
+    """A request's line and headers. ``headers`` has lower-case names; repeated headers are joined with ``", "``
+    (``"; "`` for ``cookie``). ``content_length`` is ``None`` for a chunked body, 0 when there is no body."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    content_length: int | None
+
+
+@dataclass(frozen=True)
+class Response:
+    """A response to send: ``status``, ``body`` and extra ``headers`` (name, value). ``sent`` is called once the body
+    has left the process (or the connection is gone): until then the transport may still read ``body``."""
+
+    status: int
+    body: Bytes = b""
+    content_type: str = "text/plain; charset=utf-8"
+    headers: tuple[tuple[str, str], ...] = ()
+    sent: Callable[[], None] | None = None
+
+
+class HTTPError(Exception):
+    """An error answer: ``status`` with ``message`` as the text body (and extra ``headers``)."""
+
+    def __init__(self, status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers
+
+    def response(self) -> Response:
+        return Response(self.status, self.message.encode(), headers=self.headers)
+
+
+class BodySink(Protocol):
+    """Receives one request's body: ``feed`` per piece (may raise :class:`HTTPError`: the rest of the body is then
+    read and dropped, and that error answered), ``complete`` once it has all arrived -- the response, or an awaitable
+    of it when producing it takes a while -- and ``abort`` if the body never arrives whole."""
+
+    def feed(self, chunk: Bytes) -> None: ...
+
+    def complete(self) -> Response | Awaitable[Response]: ...
+
+    def abort(self) -> None: ...
+
+
+class Handler(Protocol):
+    """The application: ``head`` is called once a request's headers have arrived."""
+
+    def head(self, request: RequestHead) -> Response | BodySink: ...
+
+
+_IDLE, _HEAD, _BODY, _BUSY = "idle", "head", "body", "busy"
+_JOIN_BELOW = 64 << 10
+
+
+class HttpConnection(asyncio.Protocol):
+    """One client connection (an ``asyncio.Protocol``; ``loop.create_server(lambda: HttpConnection(...))``); it adds
+    itself to ``registry`` while open, so a server can close its connections when it stops."""
+
+    def __init__(self, handler: Handler, limits: Limits, registry: set[HttpConnection] | None = None) -> None:
+        self.handler, self.limits, self.registry = handler, limits, registry
+        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=limits.max_header_bytes)
+        self.transport: asyncio.Transport | None = None
+        self._phase = _IDLE
+        self._timer: asyncio.TimerHandle | None = None
+        self._deadline: float | None = None
+        self._deadline_phase = _IDLE
+        self._sink: BodySink | None = None
+        self._answer: Response | None = None  # decided at the headers, sent at the end of the (dropped) body
+        self._error: HTTPError | None = None  # raised while feeding the body
+        self._task: asyncio.Task[None] | None = None
+        self._write_paused = False
+        self._unsent: list[Callable[[], None]] = []  # ``sent`` callbacks of answers not yet written out
+        self._chunked = False  # the request's body has no declared length
+
+    # asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        transport.set_write_buffer_limits(high=0)  # type: ignore[attr-defined]  # told when an answer has left
+        if self.registry is not None:
+            self.registry.add(self)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._arm(self.limits.idle_timeout_s, _IDLE)
+
+    def data_received(self, data: bytes) -> None:
+        if self._phase == _IDLE:
+            self._phase = _HEAD
+            self._arm(self.limits.header_timeout_s, _HEAD)
+        self.h11.receive_data(data)
+        self._pump()
+
+    def eof_received(self) -> bool:
+        self.h11.receive_data(b"")
+        self._pump()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_timer()
+        self._drop_timer()
+        self._flushed()
+        if self.registry is not None:
+            self.registry.discard(self)
+        if self._sink is not None and self._phase == _BODY:
+            self._sink.abort()
+        self._sink = None
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._flushed()
+        if self._phase == _IDLE and self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    # parsing
+    def _pump(self) -> None:
+        while self._task is None and self.transport is not None and not self.transport.is_closing():
+            try:
+                event = self.h11.next_event()
+            except h11.RemoteProtocolError as e:
+                self._protocol_error(e)
+                return
+            if event is h11.NEED_DATA or event is h11.PAUSED:
+                return
+            if isinstance(event, h11.Request):
+                self._on_request(event)
+            elif isinstance(event, h11.Data):
+                self._on_data(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                self._on_end()
+            elif isinstance(event, h11.ConnectionClosed):
+                self.transport.close()
+                return
+
+    def _on_request(self, event: h11.Request) -> None:
+        self._phase = _BODY
+        self._arm(self.limits.body_timeout_s, _BODY)
+        head = _head(event)
+        has_body, self._chunked = head.content_length != 0, head.content_length is None
+        try:
+            # h11 bounds a head that arrives in pieces; one that arrives whole is measured here
+            if (size := len(event.target) + sum(len(k) + len(v) + 4 for k, v in event.headers)) > \
+                    self.limits.max_header_bytes:
+                raise HTTPError(431, f"request headers of {size} bytes exceed the server's limit of "
+                                     f"{self.limits.max_header_bytes} bytes")
+            if head.content_length is not None and head.content_length > self.limits.max_body_bytes:
+                raise HTTPError(413, f"request body of {head.content_length} bytes exceeds the server's limit of "
+                                     f"{self.limits.max_body_bytes} bytes")
+            outcome = self.handler.head(head)
+        except HTTPError as e:
+            outcome = e.response()
+        except Exception as e:
+            log.exception("handler failed on the headers of %s %s", head.method, head.path)
+            outcome = Response(500, f"internal server error: {type(e).__name__}: {e}".encode())
+        if isinstance(outcome, Response):
+            if has_body:  # refused before its body: do not read (possibly gigabytes of) it
+                self._respond(outcome, close=True)
+            else:
+                self._answer = outcome
+            return
+        self._sink = outcome
+        if self.h11.they_are_waiting_for_100_continue and self.transport is not None:
+            self.transport.write(self.h11.send(h11.InformationalResponse(status_code=100, headers=[])))
+
+    def _on_data(self, data: bytes) -> None:
+        if self._sink is None or self._error is not None:
+            return
+        try:
+            self._sink.feed(data)
+        except HTTPError as e:
+            self._error = e
+        except Exception as e:
+            log.exception("body handler failed")
+            self._error = HTTPError(500, f"internal server error: {type(e).__name__}: {e}")
+        if self._error is not None:
+            self._sink.abort()
+            if self._chunked:  # no declared length bounds what is left to drop: answer now and close
+                self._sink, error, self._error = None, self._error, None
+                self._respond(error.response(), close=True)
+
+    def _on_end(self) -> None:
+        self._cancel_timer()
+        sink, answer, error = self._sink, self._answer, self._error
+        self._sink = self._answer = self._error = None
+        if error is not None:
+            self._respond(error.response())
+        elif sink is not None:
+            self._finish(sink)
+        else:
+            self._respond(answer or Response(500, b"internal server error: no response"))
+
+    def _finish(self, sink: BodySink) -> None:
+        try:
+            outcome = sink.complete()
+        except Exception as e:
+            self._respond(_error_response(e))
+            return
+        if isinstance(outcome, Response):
+            self._respond(outcome)
+            return
+        self._phase = _BUSY
+        if self.transport is not None:
+            self.transport.pause_reading()
+        self._task = asyncio.get_running_loop().create_task(self._await(outcome))
+
+    async def _await(self, outcome: Awaitable[Response]) -> None:
+        try:
+            response = await outcome
+        except Exception as e:
+            response = _error_response(e)
+        self._task = None
+        if self.transport is not None and not self.transport.is_closing():
+            self._respond(response)
+
+    # answering
+    def _respond(self, response: Response, close: bool = False) -> None:
+        transport = self.transport
+        if transport is None:
+            return
+        if response.sent is not None:
+            self._unsent.append(response.sent)
+        headers = [("content-length", str(memoryview(response.body).nbytes)), ("content-type", response.content_type),
+                   *response.headers]
+        if close:
+            headers.append(("connection", "close"))
+        try:
+            reason = HTTPStatus(response.status).phrase.encode()
+            pieces: list[Bytes] = [self.h11.send(h11.Response(status_code=response.status, headers=headers,
+                                                               reason=reason))]
+            if memoryview(response.body).nbytes:
+                data = h11.Data(data=response.body)  # type: ignore[arg-type]  # h11 passes any bytes-like through
+                pieces += self.h11.send_with_data_passthrough(data) or ()
+            pieces.append(self.h11.send(h11.EndOfMessage()))
+            _write(transport, pieces)
+            if transport.get_write_buffer_size() == 0:
+                self._flushed()
+            if self.h11.our_state is h11.MUST_CLOSE:
+                transport.close()
+                return
+            self.h11.start_next_cycle()
+        except h11.LocalProtocolError as e:  # the request cannot be followed by another on this connection
+            log.debug("closing connection after the response: %s", e)
+            transport.close()
+            return
+        self._phase = _IDLE
+        self._arm(self.limits.idle_timeout_s, _IDLE)
+        if not self._write_paused:
+            transport.resume_reading()
+        self._pump()  # a pipelined request may already be buffered
+
+    def _flushed(self) -> None:
+        while self._unsent:
+            self._unsent.pop(0)()
+
+    def _protocol_error(self, e: h11.RemoteProtocolError) -> None:
+        if self.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+            self._respond(Response(e.error_status_hint, f"bad request: {e}".encode()), close=True)
+        elif self.transport is not None:
+            self.transport.close()
+
+    # timeouts: one deadline per phase; a phase change only moves it, the timer is rescheduled when it fires early
+    def _arm(self, seconds: float, phase: str) -> None:
+        loop = asyncio.get_running_loop()
+        self._deadline, self._deadline_phase = loop.time() + seconds, phase
+        if self._timer is None or self._timer.when() > self._deadline:
+            self._drop_timer()
+            self._timer = loop.call_at(self._deadline, self._check_deadline)
+
+    def _cancel_timer(self) -> None:
+        self._deadline = None
+
+    def _drop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _check_deadline(self) -> None:
+        self._timer = None
+        if self._deadline is None:
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._deadline:
+            self._timer = loop.call_at(self._deadline, self._check_deadline)
+        else:
+            self._on_timeout(self._deadline_phase)
+
+    def _on_timeout(self, phase: str) -> None:
+        self._deadline = None
+        if self.transport is None or self.transport.is_closing():
+            return
+        log.info("closing connection %s: %s timeout", self.transport.get_extra_info("peername"), phase)
+        if phase == _BODY:
+            if self._sink is not None:
+                self._sink.abort()
+                self._sink = None
+            self._respond(Response(408, f"request body not received within {self.limits.body_timeout_s} s".encode()),
+                          close=True)
+        else:
+            self.transport.close()
+
+
+def _error_response(e: Exception) -> Response:
+    if isinstance(e, HTTPError):
+        return e.response()
+    log.error("request failed", exc_info=e)
+    return Response(500, f"internal server error: {type(e).__name__}: {e}".encode())
+
+
+def _write(transport: asyncio.Transport, pieces: list[Bytes]) -> None:
+    """Small answers in one write (one segment, one wake-up of the client); large bodies without joining them."""
+    if sum(memoryview(p).nbytes for p in pieces) < _JOIN_BELOW:
+        transport.write(b"".join(pieces))
+    else:
+        for p in pieces:
+            if memoryview(p).nbytes:
+                transport.write(p)
+
+
+def _head(event: h11.Request) -> RequestHead:
+    headers: dict[str, str] = {}
+    for raw_name, raw_value in event.headers:
+        name, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
+        if name in headers:
+            value = headers[name] + ("; " if name == "cookie" else ", ") + value
+        headers[name] = value
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        length = None
+    else:
+        length = int(headers.get("content-length", "0") or 0)  # h11 has checked it is a non-negative int
+    path = event.target.decode("latin-1").partition("?")[0]
+    return RequestHead(event.method.decode("latin-1"), path, headers, length)

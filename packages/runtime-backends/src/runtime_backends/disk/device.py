@@ -1,0 +1,243 @@
+"""DiskDevice: a file or POSIX shared-memory segment as a device (entry point ``runtime_backends.disk.device:DiskDevice``)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import threading
+from collections import Counter
+
+from runtime_backends.disk.allocator import DiskAllocator, DiskBuffer
+from runtime_backends.disk.files import PAGE, DiskFile, canonical_name, parse_target
+from runtime_backends.disk.readers import FileFds, PreadReader, ReadStats, StagingPool, UringReader, plan
+from runtime_backends.disk.uring import Ring
+from runtime_core.device import Compiled
+from runtime_core.sink import CopySink
+
+__all__ = ["DiskDevice", "IO_URING_ENV", "O_DIRECT_ENV", "STREAM_MIN", "CHUNK", "DEPTH", "RING_ENTRIES"]
+
+log = logging.getLogger(__name__)
+IO_URING_ENV = "DISK_IO_URING"
+"""``DISK_IO_URING=0`` makes every DISK read use the ``preadv`` fallback (checked at each copy)."""
+O_DIRECT_ENV = "DISK_O_DIRECT"
+"""``DISK_O_DIRECT=0`` makes uncached chunks read buffered instead of with O_DIRECT (on virtual disks whose host
+caches the image, buffered reads with readahead can be faster)."""
+STREAM_MIN = 1 << 20
+"""Copies out shorter than this (bytes) are one memcpy from the mapping: page faults read what is not cached."""
+CHUNK = 2 << 20
+"""Bytes per staging buffer, and per read request."""
+DEPTH = 8
+"""Staging buffers, and read requests in flight at most."""
+RING_ENTRIES = 32
+
+
+@functools.cache
+def _log_once(message: str) -> None:
+    log.warning("%s", message)
+
+
+class DiskDevice(Compiled):
+    """``DISK:/path/to/file`` or ``DISK:shm:name``: buffers are byte ranges of one file (see
+    :mod:`runtime_backends.disk.files` for when a file is created or grown). There is no renderer, compiler or runtime:
+    DISK holds data, and copies move it to and from other devices.
+
+    Every buffer of the device shares one open file and one mapping; the first allocation opens it, a larger one maps
+    more of it, the last free unmaps and closes it. Copies out of at least :data:`STREAM_MIN` bytes (``copyout``, and
+    ``Buffer.copy_from`` a DISK buffer to any device) copy the chunks already in the page cache from the mapping and
+    read the others through the device's io_uring ring (:mod:`runtime_backends.disk.readers`), O_DIRECT where the file
+    system supports it; when io_uring cannot be set up (``EPERM`` from seccomp or ``kernel.io_uring_disabled``,
+    ``ENOSYS``, ``ENOMEM``) or ``DISK_IO_URING=0``, they use ``preadv``, and the reason is logged once and kept in
+    :attr:`io_uring_error`. :attr:`read_path` and :attr:`bytes_by_path` say which path ran. The ring belongs to this
+    object, is created at the first streamed copy and closed by :meth:`finalize`; a lock serializes the device's
+    operations, so threads may share it.
+
+    Raises (construction) ``ValueError`` for a name without a path or with a bad shm name.
+    """
+
+    DEFAULT_PRIORITY = None  # a DISK device needs a file: never the default device
+
+    def __init__(self, device: str) -> None:
+        self.file = DiskFile(parse_target(device))
+        super().__init__(device, DiskAllocator(self), None, None, None)
+        self._lock = threading.RLock()
+        self._allocations = 0
+        self._ring: Ring | None = None
+        self._staging: StagingPool | None = None
+        self._direct_fd = -1
+        self._direct_tried = False
+        self.io_uring_error: str | None = None
+        """Why streamed copies do not use io_uring (``None`` while they do, or before the first one)."""
+        self.read_path: str | None = None
+        """What read the file for the last streamed copy: ``"io_uring"``, ``"preadv"``, or ``"mmap"`` when every byte
+        came from the mapping (already cached, or a copy shorter than ``STREAM_MIN``)."""
+        self.bytes_by_path: Counter[str] = Counter()
+        """Bytes copied out per path (``"io_uring"``, ``"preadv"``, ``"mmap"``), and ``"o_direct"`` of them read
+        with O_DIRECT, since the device was opened."""
+        self.last_stats = ReadStats()
+
+    @classmethod
+    def canonicalize(cls, name: str) -> str:
+        """Paths verbatim; ``DISK:shm:/name`` -> ``DISK:shm:name`` (the same segment)."""
+        return canonical_name(name)
+
+    # allocation lifetime
+    def acquire(self, size: int) -> None:
+        """Open the file for a new allocation of ``size`` bytes, mapping them when the file has them. On failure
+        (directory, permissions, ...) nothing stays open and the device is usable again."""
+        with self._lock:
+            try:
+                self.file.open(size)
+                if self.file.size() >= size:
+                    self.file.view(0, size, write=False, extent=size)
+            except BaseException:
+                if self._allocations == 0:
+                    self._close_file()
+                raise
+            self._allocations += 1
+
+    def release(self) -> None:
+        """One allocation fewer; the last one unmaps and closes the file and frees the staging buffers."""
+        with self._lock:
+            self._allocations -= 1
+            if self._allocations == 0:
+                self._close_file()
+
+    def _close_file(self) -> None:
+        if self._staging is not None:
+            self._staging.close()
+            self._staging = None
+        if self._direct_fd >= 0:
+            os.close(self._direct_fd)
+        self._direct_fd, self._direct_tried = -1, False
+        self.file.close()
+
+    # data
+    def host_view(self, buf: DiskBuffer, size: int) -> memoryview:
+        """The mapping of ``buf``'s first ``size`` bytes (zero-copy; read-only for a read-only file). Read use:
+        ``FileNotFoundError``/``ValueError`` when they lie past the end of the file."""
+        with self._lock:
+            return self.file.view(buf.offset, buf.offset + size, write=False, extent=buf.extent)
+
+    def write(self, buf: DiskBuffer, data: memoryview) -> None:
+        """Write ``data`` at ``buf``'s offset through the mapping, never past ``buf`` (``ValueError`` if it is
+        longer); creates or grows the file as :mod:`runtime_backends.disk.files` says, ``PermissionError`` for a
+        read-only file. Nothing is written when it raises."""
+        if data.nbytes > buf.size:
+            raise ValueError(f"{data.nbytes} bytes do not fit a DISK buffer of {buf.size} bytes")
+        with self._lock:
+            self.file.view(buf.offset, buf.offset + data.nbytes, write=True, extent=buf.extent)[:] = data
+
+    def read_into(self, sink: CopySink, buf: DiskBuffer, size: int) -> None:
+        """Copy ``buf``'s first ``size`` bytes into ``sink`` (see the class docstring for the paths).
+
+        Raises ``FileNotFoundError``/``ValueError`` for bytes past the end of the file, ``OSError`` naming the file
+        offset when a read fails or the file ends early; the file is unchanged and the destination's contents are
+        unspecified then.
+        """
+        with self._lock:
+            mapped = self.file.view(buf.offset, buf.offset + size, write=False, extent=buf.extent)
+            try:
+                if size < STREAM_MIN:
+                    sink.deliver(mapped, 0, None)
+                    self._count("mmap", size, ReadStats())
+                else:
+                    self._stream(sink, mapped, buf.offset, size)
+            except BaseException:
+                with contextlib.suppress(Exception):  # the read's error is the one to report
+                    sink.finish()
+                raise
+            sink.finish()
+
+    def _stream(self, sink: CopySink, mapped: memoryview, offset: int, size: int) -> None:
+        staging = sink.staging() or self._own_staging()
+        jobs = plan(offset, size, staging[0].nbytes, self.file.resident(offset, offset + size))
+        copies = [functools.partial(sink.deliver, mapped[j.dest:j.dest + j.length], j.dest, None) for j in jobs.mapped]
+        reader = self._reader()
+        stats = reader.run(self._fds(reads=bool(jobs.reads)), jobs.reads, copies, sink, staging)
+        if stats.direct_refused:
+            _log_once(f"DISK {self.file.target}: O_DIRECT reads were refused (EINVAL); reading buffered")
+            os.close(self._direct_fd)
+            self._direct_fd = -1
+        self._count(reader.name if jobs.reads else "mmap", size, stats)
+
+    def _count(self, path: str, size: int, stats: ReadStats) -> None:
+        self.read_path, self.last_stats = path, stats
+        self.bytes_by_path[path] += size
+        self.bytes_by_path["o_direct"] += stats.direct_bytes
+
+    def _own_staging(self) -> list[memoryview]:
+        if self._staging is None:
+            self._staging = StagingPool(DEPTH, CHUNK)
+        return self._staging.views
+
+    def _reader(self) -> UringReader | PreadReader:
+        if os.environ.get(IO_URING_ENV, "").strip() == "0":
+            self.io_uring_error = f"disabled by {IO_URING_ENV}=0"
+            _log_once(f"DISK: io_uring {self.io_uring_error}; reads use preadv")
+            return PreadReader()
+        if self._ring is None:
+            try:
+                self._ring = Ring(RING_ENTRIES)
+            except OSError as e:  # tried again at the next copy: a limit may have been raised meanwhile
+                self.io_uring_error = str(e)
+                _log_once(f"DISK: io_uring unavailable ({e}); reads use preadv")
+                return PreadReader()
+        self.io_uring_error = None
+        return UringReader(self._ring, DEPTH)
+
+    def _fds(self, reads: bool) -> FileFds:
+        """The file's descriptors; the O_DIRECT one is opened at the first read (``-1`` where the file system
+        refuses O_DIRECT, or when it would not be the same file)."""
+        if reads and not self._direct_tried and not self.file.target.shm:
+            self._direct_tried = True
+            self._direct_fd = _open_direct(self.file)
+        direct = -1 if os.environ.get(O_DIRECT_ENV, "").strip() == "0" else self._direct_fd
+        return FileFds(self.file.fd, direct, PAGE, str(self.file.target))
+
+    def page_cache_residency(self, offset: int, size: int) -> float:
+        """The fraction (0..1) of the pages of file bytes ``[offset, offset + size)`` in the page cache now; the range
+        must lie inside the file (``ValueError`` otherwise, and for a negative offset or a size < 1)."""
+        for what, value, least in (("offset", offset, 0), ("size", size, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"page_cache_residency: {what} must be an int >= {least} bytes, got {value!r}")
+        with self._lock:
+            self.file.view(offset, offset + size, write=False, extent=offset + size)
+            return float(self.file.resident(offset, offset + size).mean())
+
+    def drop_page_cache(self) -> None:
+        """Evict the file's pages from the page cache, as far as the kernel allows (:meth:`DiskFile.drop_cache`):
+        the next copy out reads from the disk. For cold-cache benchmarks."""
+        with self._lock:
+            self.file.drop_cache()
+
+    def finalize(self) -> None:
+        """Close the io_uring ring and free the staging buffers; the device may be used again (a new ring is set up
+        at the next streamed copy). Buffers still allocated keep the file open."""
+        with self._lock:
+            if self._ring is not None:
+                self._ring.close()
+                self._ring = None
+            if self._staging is not None:
+                self._staging.close()
+                self._staging = None
+            if self._allocations == 0:
+                self._close_file()
+
+
+def _open_direct(file: DiskFile) -> int:
+    flag = getattr(os, "O_DIRECT", 0)
+    if not flag:
+        return -1
+    try:
+        fd = os.open(file.target.path, os.O_RDONLY | os.O_CLOEXEC | flag)
+    except OSError as e:
+        log.info("DISK %s: no O_DIRECT (%s); reads are buffered", file.target, e)
+        return -1
+    same = os.fstat(fd)
+    mine = os.fstat(file.fd)
+    if (same.st_dev, same.st_ino) != (mine.st_dev, mine.st_ino):  # replaced since it was opened
+        os.close(fd)
+        return -1
+    return fd

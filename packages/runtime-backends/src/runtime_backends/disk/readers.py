@@ -1,0 +1,359 @@
+"""How the bytes of a streamed DISK copy are read: the plan, the io_uring reader and the ``preadv`` fallback.
+
+A copy of file bytes ``[offset, offset + size)`` is cut at multiples of the staging-buffer size (``chunk`` bytes, a
+multiple of the page size, in file offsets). A chunk whose pages are all in the page cache is copied from the file's
+mapping (a memcpy: faster than any read, which copies the same page-cache bytes through a syscall); every other chunk
+becomes a :class:`Job` for a reader:
+
+* :class:`UringReader` keeps several reads in flight on an io_uring :class:`~runtime_backends.disk.uring.Ring`. With an
+  ``O_DIRECT`` descriptor, a job is widened to the alignment (its unaligned head and tail) and read into a page-aligned
+  staging buffer, then the wanted bytes are delivered out of it (trimmed); without one (tmpfs, or a file system that
+  refuses O_DIRECT) it reads buffered, straight into the destination's host memory when it has any, else into staging.
+  Resident chunks are copied while the reads are in flight, and each staging buffer is delivered out of while the
+  others are being read. Completions are matched by ``user_data`` (they come in any order); a short read is continued
+  from where it stopped (on the buffered descriptor when the remainder is no longer aligned); ``EINTR``/``EAGAIN``
+  results are resubmitted; an ``EINVAL`` from an O_DIRECT read (alignment the device rejects) moves that read, and
+  later ones, to the buffered descriptor. On any other error no new read is started, every read in flight is waited
+  for (they write into memory the caller owns), and ``OSError`` is raised naming the file offset.
+* :class:`PreadReader` does the same jobs one at a time with ``preadv(2)`` on the buffered descriptor.
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from runtime_backends.disk.uring import IOVec, Ring
+from runtime_core.sink import CopySink
+
+__all__ = ["Job", "Plan", "plan", "FileFds", "ReadStats", "PreadReader", "UringReader", "StagingPool"]
+
+_RETRY = (errno.EINTR, errno.EAGAIN)
+MERGE = 64 << 20
+"""Longest memcpy (bytes) of resident chunks in one piece."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """Read ``length`` bytes at file offset ``pos`` into the destination at byte ``dest``."""
+
+    pos: int
+    length: int
+    dest: int
+
+
+@dataclass
+class Plan:
+    """The jobs for a reader and the chunks to copy from the mapping (both as :class:`Job`)."""
+
+    reads: list[Job] = field(default_factory=list)
+    mapped: list[Job] = field(default_factory=list)
+
+
+def plan(offset: int, size: int, chunk: int, resident: np.ndarray, merge: int = MERGE) -> Plan:
+    """Cut file bytes ``[offset, offset + size)`` at multiples of ``chunk`` and sort the pieces by residency.
+
+    Adjacent resident pieces are merged into one memcpy: into pieces of at most ``merge`` bytes when there are reads
+    too (so that completions are taken between them), else into one piece per run (a single long memcpy is the
+    fastest). ``resident`` has one bool per page from the page of ``offset`` to the page of ``offset + size - 1``
+    (:meth:`DiskFile.resident`). ``ValueError`` when ``chunk`` is not a positive multiple of the page size.
+    """
+    if chunk <= 0 or chunk % mmap.PAGESIZE:
+        raise ValueError(f"chunk must be a positive multiple of the page size {mmap.PAGESIZE}, got {chunk}")
+    out, end, first_page = Plan(), offset + size, offset // mmap.PAGESIZE
+    runs: list[Job] = []
+    pos = offset
+    while pos < end:
+        stop = min((pos // chunk + 1) * chunk, end)
+        pages = resident[pos // mmap.PAGESIZE - first_page:(stop - 1) // mmap.PAGESIZE - first_page + 1]
+        if not pages.all():
+            out.reads.append(Job(pos, stop - pos, pos - offset))
+        elif runs and (last := runs[-1]).pos + last.length == pos:
+            runs[-1] = Job(last.pos, stop - last.pos, last.dest)
+        else:
+            runs.append(Job(pos, stop - pos, pos - offset))
+        pos = stop
+    limit = merge if out.reads else size
+    out.mapped = [Job(r.pos + at, min(limit, r.length - at), r.dest + at) for r in runs for at in range(0, r.length, limit)]
+    return out
+
+
+@dataclass(frozen=True)
+class FileFds:
+    """The descriptors of the file being read: ``buffered`` always, ``direct`` (O_DIRECT) or ``-1``, and the
+    alignment in bytes that O_DIRECT offsets, lengths and buffers keep."""
+
+    buffered: int
+    direct: int = -1
+    align: int = mmap.PAGESIZE
+    name: str = "the file"
+
+
+@dataclass
+class ReadStats:
+    """What a reader did: requests submitted, short reads continued, bytes read with O_DIRECT and buffered, and
+    whether an O_DIRECT read was refused (``EINVAL``) so that the caller stops using O_DIRECT on that file."""
+
+    requests: int = 0
+    short_reads: int = 0
+    direct_bytes: int = 0
+    buffered_bytes: int = 0
+    direct_refused: bool = False
+
+
+class StagingPool:
+    """``count`` page-aligned host buffers of ``size`` bytes (anonymous mmap), the source's own staging memory."""
+
+    def __init__(self, count: int, size: int) -> None:
+        self._maps = [mmap.mmap(-1, size) for _ in range(count)]
+        self.views: list[memoryview] = [memoryview(m) for m in self._maps]
+
+    def close(self) -> None:
+        for v in self.views:
+            v.release()
+        for m in self._maps:
+            m.close()
+        self.views, self._maps = [], []
+
+
+def address(view: memoryview) -> int:
+    """The address of the first byte of writable, C-contiguous ``view``."""
+    probe = np.frombuffer(view, dtype=np.uint8, count=min(1, view.nbytes))
+    try:
+        return int(probe.ctypes.data)
+    finally:
+        del probe
+
+
+def _read_error(fds: FileFds, err: int, pos: int) -> OSError:
+    return OSError(err, f"reading {fds.name} at byte offset {pos} failed: {os.strerror(err)}")
+
+
+def _eof_error(fds: FileFds, pos: int, missing: int) -> OSError:
+    return OSError(errno.EIO, f"{fds.name} ended at byte {pos} with {missing} bytes of the copy still to read (was it "
+                              f"truncated while being read?)")
+
+
+class _Slots:
+    """Which staging buffers are free, and which were delivered from (the sink must finish with them first)."""
+
+    def __init__(self, count: int, sink: CopySink) -> None:
+        self.free, self.delivered, self.sink = deque(range(count)), set[int](), sink
+
+    def take(self) -> int | None:
+        if not self.free:
+            return None
+        slot = self.free.popleft()
+        if slot in self.delivered:
+            self.sink.wait_slot(slot)
+            self.delivered.discard(slot)
+        return slot
+
+    def give_back(self, slot: int, delivered: bool) -> None:
+        self.free.append(slot)
+        if delivered:
+            self.delivered.add(slot)
+
+
+class PreadReader:
+    """The fallback: jobs read one at a time with ``preadv`` (``read_fn``, injectable to simulate I/O errors) on the
+    buffered descriptor, straight into the sink's host memory when it has any, else through the staging buffers."""
+
+    name = "preadv"
+
+    def __init__(self, read_fn: Callable[[int, list[memoryview], int], int] = os.preadv) -> None:
+        self.read_fn = read_fn
+
+    def run(self, fds: FileFds, jobs: Sequence[Job], copies: Sequence[Callable[[], None]], sink: CopySink,
+            staging: Sequence[memoryview]) -> ReadStats:
+        """Copy the resident chunks, then read every job. Raises ``OSError`` naming the file offset on a failed
+        read or a file that ends early."""
+        stats = ReadStats()
+        for copy in copies:
+            copy()
+        for i, job in enumerate(jobs):
+            if sink.host is not None:
+                self._fill(fds, sink.host[job.dest:job.dest + job.length], job.pos, stats)
+                continue
+            slot = i % len(staging)
+            if i >= len(staging):
+                sink.wait_slot(slot)
+            data = staging[slot][:job.length]
+            self._fill(fds, data, job.pos, stats)
+            sink.deliver(data, job.dest, slot)
+        return stats
+
+    def _fill(self, fds: FileFds, dest: memoryview, pos: int, stats: ReadStats) -> None:
+        done = 0
+        while done < dest.nbytes:
+            stats.requests += 1
+            try:
+                n = self.read_fn(fds.buffered, [dest[done:]], pos + done)
+            except InterruptedError:
+                continue
+            except OSError as e:
+                raise _read_error(fds, e.errno or errno.EIO, pos + done) from e
+            if n == 0:
+                raise _eof_error(fds, pos + done, dest.nbytes - done)
+            done += n
+            stats.short_reads += done < dest.nbytes
+        stats.buffered_bytes += done
+
+
+@dataclass
+class _Request:
+    """One job in flight: where its next bytes come from and go, and how many must still arrive."""
+
+    job: Job
+    slot: int | None  # staging buffer, or None: straight into the sink's host memory
+    fd: int
+    direct: bool
+    pos: int  # next file offset to read
+    addr: int  # where its bytes go
+    todo: int  # bytes asked for from pos (aligned for O_DIRECT)
+    need: int  # bytes from the request's first byte that must arrive
+    skip: int  # bytes of widened head before the job's first byte (O_DIRECT)
+    done: int = 0
+    iov: IOVec = field(default_factory=IOVec)
+
+
+class UringReader:
+    """Jobs read through ``ring`` with up to ``depth`` requests in flight (see the module docstring)."""
+
+    name = "io_uring"
+
+    def __init__(self, ring: Ring, depth: int = 8) -> None:
+        self.ring, self.depth = ring, min(depth, ring.entries)
+
+    def run(self, fds: FileFds, jobs: Sequence[Job], copies: Sequence[Callable[[], None]], sink: CopySink,
+            staging: Sequence[memoryview]) -> ReadStats:
+        """Read every job and run every copy, overlapped. Raises ``OSError`` naming the file offset on a failed
+        read or a file that ends early, after every read in flight has completed."""
+        state = _Run(self.ring, fds, sink, staging)
+        pending, to_copy = deque(jobs), deque(copies)
+        try:
+            while pending or state.inflight:
+                while pending and len(state.inflight) < self.depth and state.start(pending[0]):
+                    pending.popleft()
+                busy = bool(to_copy)
+                if busy:
+                    to_copy.popleft()()  # a resident chunk, copied while the reads are in flight
+                self.ring.submit(0 if busy or not state.inflight else 1)
+                state.complete_all()
+                if state.error is not None:
+                    raise state.error
+            for copy in to_copy:
+                copy()
+        except BaseException:
+            state.drain()
+            raise
+        return state.stats
+
+
+class _Run:
+    """The state of one :meth:`UringReader.run`: requests in flight by ``user_data``, staging slots, statistics."""
+
+    def __init__(self, ring: Ring, fds: FileFds, sink: CopySink, staging: Sequence[memoryview]) -> None:
+        self.ring, self.fds, self.sink, self.staging = ring, fds, sink, staging
+        self.slot_addr = [address(v) for v in staging]
+        self.host_addr = address(sink.host) if sink.host is not None else 0
+        self.slots = _Slots(len(staging), sink)
+        self.inflight: dict[int, _Request] = {}
+        self.next_id, self.stats = 1, ReadStats()
+        self.error: OSError | None = None
+        self.direct_ok = fds.direct >= 0
+
+    def start(self, job: Job) -> bool:
+        """Queue ``job``; ``False`` when it needs a staging buffer and none is free."""
+        staged = self.direct_ok or self.sink.host is None
+        if not staged:
+            self._queue(_Request(job, None, self.fds.buffered, False, job.pos, self.host_addr + job.dest, job.length,
+                                 job.length, 0))
+            return True
+        slot = self.slots.take()
+        if slot is None:
+            return False
+        if self.direct_ok:
+            a = self.fds.align
+            head = job.pos - job.pos % a
+            todo = -(-(job.pos + job.length) // a) * a - head
+            req = _Request(job, slot, self.fds.direct, True, head, self.slot_addr[slot], todo,
+                           job.pos + job.length - head, job.pos - head)
+        else:
+            req = _Request(job, slot, self.fds.buffered, False, job.pos, self.slot_addr[slot], job.length, job.length, 0)
+        self._queue(req)
+        return True
+
+    def _queue(self, req: _Request) -> None:
+        req.iov.base, req.iov.len = req.addr, req.todo
+        uid, self.next_id = self.next_id, self.next_id + 1
+        self.inflight[uid] = req
+        self.ring.queue_readv(req.fd, req.iov, req.pos, uid)
+        self.stats.requests += 1
+
+    def complete_all(self) -> None:
+        for uid, res in self.ring.completions():
+            req = self.inflight.pop(uid, None)
+            if req is None:
+                raise RuntimeError(f"io_uring completion for unknown user_data {uid}")
+            if self.error is None:
+                self._complete(req, res)
+            elif req.slot is not None:
+                self.slots.give_back(req.slot, delivered=False)
+
+    def _complete(self, req: _Request, res: int) -> None:
+        if res < 0:
+            self._failed(req, -res)
+        elif res == 0:
+            self.error = _eof_error(self.fds, req.pos, req.need - req.done)
+        else:
+            self._advance(req, res)
+
+    def _failed(self, req: _Request, err: int) -> None:
+        if err in _RETRY:
+            self._queue(req)
+        elif err == errno.EINVAL and req.direct:
+            self.direct_ok, self.stats.direct_refused = False, True
+            self._to_buffered(req)
+        else:
+            self.error = _read_error(self.fds, err, req.pos)
+
+    def _advance(self, req: _Request, res: int) -> None:
+        if req.direct:
+            self.stats.direct_bytes += res
+        else:
+            self.stats.buffered_bytes += res
+        req.done, req.pos, req.addr, req.todo = req.done + res, req.pos + res, req.addr + res, req.todo - res
+        if req.done >= req.need:
+            self._finished(req)
+            return
+        self.stats.short_reads += 1
+        if req.direct and (req.pos % self.fds.align or req.todo <= 0):
+            self._to_buffered(req)
+        else:
+            self._queue(req)
+
+    def _to_buffered(self, req: _Request) -> None:
+        """Continue ``req`` on the buffered descriptor: no alignment needed, and no more than the job's bytes."""
+        req.fd, req.direct, req.todo = self.fds.buffered, False, req.need - req.done
+        self._queue(req)
+
+    def _finished(self, req: _Request) -> None:
+        if req.slot is None:
+            return
+        data = self.staging[req.slot][req.skip:req.skip + req.job.length]
+        self.sink.deliver(data, req.job.dest, req.slot)
+        self.slots.give_back(req.slot, delivered=True)
+
+    def drain(self) -> None:
+        """Wait for every request in flight (their buffers belong to the caller), discarding the results."""
+        while self.inflight:
+            self.ring.submit(1)
+            for uid, _ in self.ring.completions():
+                self.inflight.pop(uid, None)

@@ -1,0 +1,46 @@
+"""Fixtures of the backend tests: DISK files and buffers that are cleaned up after each test."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from runtime_core import Buffer, Device, dtypes
+from runtime_core.dtype import DType
+
+MakeFile = Callable[..., tuple[str, np.ndarray]]
+DiskBuf = Callable[..., Buffer]
+
+
+@pytest.fixture
+def make_file(tmp_path: Path, rng: np.random.Generator) -> MakeFile:
+    """``make_file(nbytes, name="data.bin")`` writes ``nbytes`` random bytes; returns the path and the bytes."""
+
+    def make(nbytes: int, name: str = "data.bin") -> tuple[str, np.ndarray]:
+        data = np.frombuffer(rng.bytes(nbytes), dtype=np.uint8)
+        path = tmp_path / name
+        path.write_bytes(data.tobytes())
+        return str(path), data
+    return make
+
+
+@pytest.fixture
+def disk_buffer() -> Iterator[DiskBuf]:
+    """``disk_buffer(device_or_path, nbytes, dtype=uint8)``: an allocated DISK buffer (``DISK:`` is prepended to a
+    path). At teardown the buffers are freed and the devices opened meanwhile finalized (their rings closed)."""
+    made: list[Buffer] = []
+    with Device.restoring():
+        def make(where: str | os.PathLike[str], nbytes: int, dtype: DType = dtypes.uint8) -> Buffer:
+            name = os.fspath(where)
+            device = name if name.upper().startswith("DISK:") else f"DISK:{name}"
+            buf = Buffer(device, nbytes // dtype.itemsize, dtype).allocate()
+            made.append(buf)
+            return buf
+        yield make
+        for buf in made:
+            if buf.is_allocated:
+                buf.deallocate()

@@ -1,0 +1,97 @@
+"""The CPU thread pool: CPU_THREADS, group ranges, chunks run exactly once, errors handed back, results identical
+with one thread and with many."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+import pytest
+
+from runtime_backends.cpu.device import CPUDevice
+from runtime_backends.cpu.launch import split_groups
+from runtime_backends.cpu.pool import THREADS_ENV, GroupPool, threads_from_env
+from runtime_core import Buffer, dtypes
+from runtime_core.ir import Kernel, KernelBuilder
+
+
+def test_default_threads_are_the_cores_this_process_may_use(monkeypatch):
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    assert threads_from_env() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv(THREADS_ENV, "3")
+    assert threads_from_env() == 3
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two", "1.5"])
+def test_bad_thread_count_names_the_variable(monkeypatch, value):
+    monkeypatch.setenv(THREADS_ENV, value)
+    with pytest.raises(ValueError, match=rf"\$CPU_THREADS='{value}' must be an int >= 1"):
+        CPUDevice()
+
+
+@pytest.mark.parametrize("groups, chunks", [(1, 8), (7, 3), (100, 8), (5, 5), (2**40 + 3, 16)])
+def test_group_ranges_cover_every_group_once(groups, chunks):
+    ranges = split_groups(groups, chunks)
+    assert len(ranges) == min(groups, chunks) and ranges[0][0] == 0 and ranges[-1][1] == groups
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    lengths = [hi - lo for lo, hi in ranges]
+    assert max(lengths) - min(lengths) <= 1
+
+
+def test_pool_runs_every_chunk_once():
+    pool = GroupPool(3)
+    seen: list[int] = []
+    lock = threading.Lock()
+
+    def work(chunk: int) -> None:
+        with lock:
+            seen.append(chunk)
+    for _ in range(3):
+        seen.clear()
+        pool.run(work, list(range(50)))
+        assert sorted(seen) == list(range(50))
+
+
+def test_pool_hands_back_the_first_error_after_all_chunks_ran():
+    pool = GroupPool(2)
+    ran: list[int] = []
+
+    def work(chunk: int) -> None:
+        ran.append(chunk)
+        if chunk == 3:
+            raise RuntimeError("chunk 3 failed")
+    with pytest.raises(RuntimeError, match="chunk 3 failed"):
+        pool.run(work, list(range(6)))
+    pool.run(ran.append, [10])  # the pool still works
+    assert 3 in ran and ran[-1] == 10
+
+
+def ids_kernel() -> Kernel:
+    """out[linear global id] = a value mixing the x, y, z global ids, over a 3-d launch of 3-d groups."""
+    kb = KernelBuilder("mixed_ids", (37, 5, 3), (4, 2, 1))
+    out = kb.buffer(dtypes.int32)
+    x, y, z = (kb.global_id(d) for d in range(3))
+    t = kb.add(kb.mul(kb.add(kb.mul(z, 10), y), 148), x)  # 148 x 10 x 3 threads in all
+    kb.store(out, t, kb.add(kb.add(kb.mul(x, 1000003), kb.mul(y, 10007)), kb.mul(z, 101)))
+    return kb.build()
+
+
+def test_results_are_identical_with_one_and_many_threads(tmp_path, monkeypatch):
+    monkeypatch.setenv("RUNTIME_CACHE_DB", str(tmp_path / "cache.db"))
+    monkeypatch.setattr("runtime_backends.cpu.launch.POOL_MIN_S", 0.0)  # every multi-group launch uses the pool
+    kernel = ids_kernel()
+    results = {}
+    for threads in (1, 4):
+        monkeypatch.setenv(THREADS_ENV, str(threads))
+        dev = CPUDevice()
+        prg = dev.runtime(kernel.name, dev.compiler.compile_cached(dev.renderer.render(kernel)))
+        out = Buffer.from_numpy("CPU", np.full(148 * 10 * 3, -1, np.int32))
+        launch = prg.bind(out.opaque, global_size=kernel.global_size, local_size=kernel.local_size)
+        launch()  # the first run decides; the threshold 0 sends the next ones to the pool
+        launch()
+        assert (launch.chunks is not None) == (threads > 1)
+        results[threads] = out.numpy()
+    z, y, x = np.meshgrid(np.arange(3), np.arange(10), np.arange(148), indexing="ij")
+    np.testing.assert_array_equal(results[1], (x * 1000003 + y * 10007 + z * 101).ravel())
+    np.testing.assert_array_equal(results[4], results[1])
