@@ -4,10 +4,10 @@
   ``numpy.add(a, b, out=c)``;
 * row sums of a 4096 x 4096 float32 matrix, one thread per row with a serial RANGE + ACC loop: elements/s; limit
   ``numpy.sum(x, axis=1)``;
-* naive matmul of 1024 x 1024 float32: GFLOP/s (2 n**3 flops); limit ``numpy.matmul`` (BLAS), on one thread and on
-  all cores of the process (threadpoolctl raises BLAS's threads for that entry only);
+* naive matmul of 500 x 500 float32: GFLOP/s (2 n**3 flops); limit ``numpy.matmul`` (BLAS, one thread);
 * on CPU, the matmul written for CPUs (``harness.kernels.matmul.blocked_matmul_kernel``: 8 x 32 register blocks of FMAs)
-  and the add, each on one thread and on all cores (a CPU device opened with ``CPU_THREADS``), in the same groups.
+  at 1024 x 1024 and the add, each on one thread and on all cores (a CPU device opened with ``CPU_THREADS``), beside
+  one-thread and all-core BLAS (threadpoolctl raises BLAS's threads for that limit only).
 
 The PYTHON backend interprets the IR with numpy, materializing one array of every thread's value per op: at 16M
 elements an add took about 4.8 s a round on the 2-core reference machine and a 1024 matmul would take over 15 s
@@ -40,18 +40,25 @@ from runtime_core.program import Program
 
 ADD_N = 16 * 2**20
 ROWS = COLS = 4096
-MATMUL_N = 1024
+# not a power of two: at 1024 the naive kernel walks B with a 4 KiB column stride, so every step of a column lands in
+# the same cache sets and its speed follows which physical pages the buffers got: the same code in two processes ran
+# 24% apart (0.39 vs 0.51 GFLOP/s), and a call took 4 s. At 500 the three matrices (3 MB) stay in the L3 cache.
+MATMUL_N = 500
+BLOCKED_N = 1024  # the CPU-written matmul: 1024 divides into its 8 x 32 blocks, and its access pattern is contiguous
 REDUCED = {"PYTHON": {"add_n": 2**22, "matmul_n": 256}}  # see the module docstring
 # float32 recursive sums of n terms err by at most gamma_(n-1) * sum|x_i| and dot products of length n by
 # gamma_n * |a|.|b|, gamma_k = k u / (1 - k u), u = 2**-24 (Higham, "Accuracy and Stability of Numerical Algorithms",
 # 2nd ed., sections 3.1 and 4.2); the terms here are >= 0, so that is relative to the float64 reference (factor 1.01
 # covers the denominator)
 SUM_RTOL = COLS * 2.0**-24 * 1.01
-DOT_RTOL = (MATMUL_N + 1) * 2.0**-24 * 1.01
 ROWSUM_GROUP = f"kernel-rowsum-float32-{ROWS}x{COLS}"
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 THREADS = [pytest.param(1, id="1thread"), pytest.param(CORES, id=f"{CORES}threads")]
 BLOCK_ROWS, BLOCK_COLS, BLOCK_UNROLL = 8, 32, 4  # 16 AVX-512 (or 32 AVX2) accumulators; the k loop unrolled 4 times
+
+
+def _dot_rtol(n: int) -> float:
+    return (n + 1) * 2.0**-24 * 1.01
 
 
 def _cpu_program(monkeypatch: pytest.MonkeyPatch, threads: int, kernel: Kernel) -> Program:
@@ -148,29 +155,31 @@ def test_matmul(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np
     bufs = [device_buffers(a), device_buffers(b), device_buffers(n * n, dtypes.float32)]
     launch = launcher(load(device, kernel), kernel, bufs)
     _, t = probe(launch)
-    assert_close(bufs[2].numpy(), (a.astype(np.float64) @ b).ravel(), dtypes.float32, rtol=DOT_RTOL)
+    assert_close(bufs[2].numpy(), (a.astype(np.float64) @ b).ravel(), dtypes.float32, rtol=_dot_rtol(n))
     run(benchmark, launch, t)
     record_rate(benchmark, device, {"GFLOP/s": 2 * n**3 / 1e9}, shape=[n, n, n])
 
 
 @pytest.mark.backends("CPU")
-@pytest.mark.benchmark(group=_matmul_group(MATMUL_N))
+@pytest.mark.benchmark(group=_matmul_group(BLOCKED_N))
 @pytest.mark.parametrize("threads", THREADS)
 def test_matmul_blocked_cpu(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np.random.Generator,
                             monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
-    n = MATMUL_N
+    n = BLOCKED_N
     a, b = rng.random((n, n), dtype=np.float32), rng.random((n, n), dtype=np.float32)
     kernel = blocked_matmul_kernel(n, n, n, BLOCK_ROWS, BLOCK_COLS, BLOCK_UNROLL)
     bufs = [device_buffers(a), device_buffers(b), device_buffers(n * n, dtypes.float32)]
     launch = launcher(_cpu_program(monkeypatch, threads, kernel), kernel, bufs)
     _, t = probe(launch)
-    assert_close(bufs[2].numpy(), (a.astype(np.float64) @ b).ravel(), dtypes.float32, rtol=DOT_RTOL)
+    assert_close(bufs[2].numpy(), (a.astype(np.float64) @ b).ravel(), dtypes.float32, rtol=_dot_rtol(n))
     run(benchmark, launch, t)
     record_rate(benchmark, device, {"GFLOP/s": 2 * n**3 / 1e9}, shape=[n, n, n], threads=threads,
                 block=f"{BLOCK_ROWS}x{BLOCK_COLS}, k unrolled {BLOCK_UNROLL}x")
 
 
-@pytest.mark.parametrize("n", _sizes("matmul_n", MATMUL_N, _matmul_group))
+@pytest.mark.parametrize("n", [*_sizes("matmul_n", MATMUL_N, _matmul_group),
+                               pytest.param(BLOCKED_N, id=str(BLOCKED_N),
+                                            marks=pytest.mark.benchmark(group=_matmul_group(BLOCKED_N)))])
 @pytest.mark.bench_role("limit", reference="numpy.matmul (BLAS)")
 def test_matmul_limit_numpy(benchmark: Any, rng: np.random.Generator, n: int) -> None:
     a, b = rng.random((n, n), dtype=np.float32), rng.random((n, n), dtype=np.float32)
@@ -180,10 +189,10 @@ def test_matmul_limit_numpy(benchmark: Any, rng: np.random.Generator, n: int) ->
     record_rate(benchmark, HOST, {"GFLOP/s": 2 * n**3 / 1e9}, shape=[n, n, n], threads=1)
 
 
-@pytest.mark.benchmark(group=_matmul_group(MATMUL_N))
+@pytest.mark.benchmark(group=_matmul_group(BLOCKED_N))
 @pytest.mark.bench_role("limit", reference=f"numpy.matmul (BLAS, {CORES} threads)")
 def test_matmul_limit_numpy_all_threads(benchmark: Any, rng: np.random.Generator) -> None:
-    n = MATMUL_N
+    n = BLOCKED_N
     a, b = rng.random((n, n), dtype=np.float32), rng.random((n, n), dtype=np.float32)
     c = np.ones_like(a)
     with threadpool_limits(limits=CORES, user_api="blas"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -19,6 +20,7 @@ WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 _LOG_TAIL_LINES = 25
 # personality(2) flag ADDR_NO_RANDOMIZE (<linux/personality.h>): the child's address space is not randomized
 _ADDR_NO_RANDOMIZE = 0x0040000
+_PR_SET_PDEATHSIG = 1  # prctl(2): the signal the child gets when its parent thread exits
 # What makes two processes of the same code lay out memory alike (see ``WorkerProcess``). The glibc tunables make
 # malloc ask for transparent huge pages (madvise) for the large blocks it maps, as numpy already does for its arrays,
 # and fix its mmap threshold at the default 128 KiB: by default glibc raises it whenever a mapped block is freed, so
@@ -26,10 +28,13 @@ _ADDR_NO_RANDOMIZE = 0x0040000
 ISOLATION_ENV = {"PYTHONHASHSEED": "0", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=131072"}
 
 
-def _no_address_randomization() -> None:
-    """``preexec_fn`` of a worker (runs in the child before exec); a refusal (seccomp) is found by ``randomized``."""
+def _prepare_child() -> None:
+    """``preexec_fn`` of a worker (runs in the child before exec): no address-space randomization (a refusal by
+    seccomp is found by ``randomized``), and SIGKILL when the controller dies (``PR_SET_PDEATHSIG``), so a killed
+    controller leaves no worker behind."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.personality(_ADDR_NO_RANDOMIZE)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class WorkerError(RuntimeError):
@@ -63,7 +68,7 @@ class WorkerProcess:
                 self._process = subprocess.Popen(
                     [python, str(WORKER_SCRIPT), *pytest_args], cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
                     stderr=subprocess.STDOUT, pass_fds=(to_worker_read, from_worker_write), start_new_session=True,
-                    preexec_fn=_no_address_randomization if sys.platform == "linux" else None,
+                    preexec_fn=_prepare_child if sys.platform == "linux" else None,
                     env={**env, **ISOLATION_ENV, CHANNEL_ENV: f"{to_worker_read},{from_worker_write}"},
                 )
         except OSError as exc:
