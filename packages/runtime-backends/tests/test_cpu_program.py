@@ -238,3 +238,21 @@ def test_buffer_handles_are_addresses_that_know_their_size():
     assert buf.view(2, dtypes.float32, 0).opaque.nbytes == 8  # a smaller view at offset 0 has its own size
     again = copy.copy(ptr)
     assert (int(again), again.nbytes) == (int(ptr), 64) and bytes(again.memory) == bytes(ptr.memory)
+
+
+@pytest.mark.parametrize("bad", [True, 4.0])
+def test_a_value_equal_to_a_validated_one_is_still_refused(bad):
+    from runtime_core import Buffer, Device, dtypes
+    from runtime_core.ir import KernelBuilder
+
+    kb = KernelBuilder("store_val", (4,))
+    out, n = kb.buffer(dtypes.int32), kb.var("n")
+    i = kb.global_id(0)
+    kb.store(out, i, kb.add(n, 0))
+    k = kb.build()
+    dev = Device["CPU"]
+    prg = dev.runtime(k.name, dev.compiler.compile_cached(dev.renderer.render(k)))
+    buf = Buffer("CPU", 4, dtypes.int32).allocate()
+    prg(buf.opaque, global_size=(4,), vals=(int(bad),))
+    with pytest.raises(ValueError, match="vals must be int32"):
+        prg(buf.opaque, global_size=(4,), vals=(bad,))

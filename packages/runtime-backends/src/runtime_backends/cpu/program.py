@@ -99,6 +99,8 @@ class CPUProgram:
                 launch = self._launches[bufs, global_size, local_size, vals]
             except (KeyError, TypeError):  # new arguments, or unhashable ones (lists): validate
                 return self._prepare(bufs, global_size, local_size, vals)(wait)
+            if not _plain_ints(bufs, vals):  # True or 4.0 hash like 1 and 4: never let them ride a validated launch
+                return self._prepare(bufs, global_size, local_size, vals)(wait)
             if type(global_size) is tuple and type(local_size) is tuple and type(vals) is tuple:
                 self._last = (bufs, global_size, local_size, vals, launch)
         if launch.direct and not wait:  # the common case, without the call of the launch object
@@ -158,6 +160,10 @@ def _lowest_address() -> int:
         return max(mmap.PAGESIZE, int(Path("/proc/sys/vm/mmap_min_addr").read_text()))
     except (OSError, ValueError):
         return mmap.PAGESIZE
+
+
+def _plain_ints(bufs: tuple[Any, ...], vals: Sequence[int]) -> bool:
+    return all(isinstance(x, int) and not isinstance(x, bool) for x in bufs) and all(type(v) is int for v in vals)
 
 
 def _check_addresses(name: str, bufs: Sequence[Any]) -> None:
