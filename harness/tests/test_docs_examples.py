@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from runtime_core import Device
@@ -31,7 +30,7 @@ def test_the_guide_has_the_toy_backend_and_its_example():
 
 def test_the_guide_example_runs():
     module, example = _blocks()["toy_backend.py"], _blocks()["toy_example.py"]
-    namespace: dict = {"np": np}
+    namespace: dict = {}
     with Device.restoring():
         exec(compile(module, "toy_backend", "exec"), namespace)
         exec(compile(example, "guide example", "exec"), namespace)  # asserts the kernel's result itself
@@ -39,20 +38,11 @@ def test_the_guide_example_runs():
     assert "TOY" not in Device.backends()
 
 
-CONFTEST = '''
-import toy_backend
-from runtime_core import Device
-
-
-def pytest_configure(config):
-    if "TOY" not in Device.backends():
-        Device.register("TOY", toy_backend.ToyDevice)
-'''
 
 
 def test_the_toy_backend_passes_the_harness_suites(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(toy_backend=_blocks()["toy_backend.py"])
-    pytester.makeconftest(CONFTEST)
+    pytester.makeconftest(_blocks()["conftest.py"])
     pytester.makeini("[pytest]\naddopts = -p no:cacheprovider -p no:hypothesispytest\n")
     result = pytester.runpytest_subprocess("--pyargs", "harness.suites", "--backends", "TOY", "--strict-backends",
                                            "-q", "-p", "no:randomly", "-m", "not bigmem")
