@@ -118,16 +118,17 @@ def _raw_get(address: str) -> Any:
 
 
 @pytest.mark.benchmark(group="cloud-roundtrip")
+@pytest.mark.bench_role("limit", reference="raw http.client keep-alive GET /renderer on the same server")
 def test_cloud_roundtrip_limit_http_get(benchmark: Any, server_address: str) -> None:
     get = _raw_get(server_address)
     if not get().startswith(b"["):
         pytest.fail("GET /renderer did not answer a renderer description")
     benchmark(get)
-    record_time(benchmark, HOST, "us/call", limit=True,
-                reference="raw http.client keep-alive GET /renderer on the same server")
+    record_time(benchmark, HOST, "us/call")
 
 
 @pytest.mark.benchmark(group="cloud-roundtrip")
+@pytest.mark.bench_role("limit", reference="raw http.client keep-alive POST /batch of the same tiny batch")
 def test_cloud_roundtrip_limit_http_post_same_batch(benchmark: Any, cloud: CloudDevice, server_address: str) -> None:
     buf = _buffer(cloud, 16)
     cloud.synchronize()
@@ -141,8 +142,7 @@ def test_cloud_roundtrip_limit_http_post_same_batch(benchmark: Any, cloud: Cloud
     if len(post()) != 16:
         pytest.fail("a raw POST of the tiny batch did not answer 16 bytes")
     benchmark(post)
-    record_time(benchmark, HOST, "us/call", limit=True,
-                reference="raw http.client keep-alive POST /batch of the same tiny batch")
+    record_time(benchmark, HOST, "us/call")
     buf.deallocate()
 
 
@@ -158,10 +158,10 @@ def test_cloud_exec_wait(benchmark: Any, cloud: CloudDevice) -> None:
 
 
 @pytest.mark.benchmark(group="cloud-exec-wait")
+@pytest.mark.bench_role("limit", reference="raw http.client keep-alive GET /renderer on the same server")
 def test_cloud_exec_wait_limit_http_get(benchmark: Any, server_address: str) -> None:
     benchmark(_raw_get(server_address))
-    record_time(benchmark, HOST, "us/call", limit=True,
-                reference="raw http.client keep-alive GET /renderer on the same server")
+    record_time(benchmark, HOST, "us/call")
 
 
 class _Sink:
@@ -198,14 +198,17 @@ class _Sink:
         self.peer.close()
 
 
+# each direction is a group of its own, known at collection, so the paired runner times the limit beside the entry
+DIRECTIONS = [pytest.param(d, id=d, marks=pytest.mark.benchmark(group=f"cloud-{d}-64MiB")) for d in ("copyin", "copyout")]
+
+
 def _src(rng: np.random.Generator) -> np.ndarray:
     return np.frombuffer(rng.bytes(BIG), dtype=np.uint8)
 
 
 @pytest.mark.bench_threshold(_NOISY)
-@pytest.mark.parametrize("direction", ["copyin", "copyout"])
+@pytest.mark.parametrize("direction", DIRECTIONS)
 def test_cloud_copy_64mib(benchmark: Any, cloud: CloudDevice, rng: np.random.Generator, direction: str) -> None:
-    benchmark.group = f"cloud-{direction}-64MiB"
     src, dst = _src(rng), np.ones(BIG, dtype=np.uint8)
     buf = _buffer(cloud, BIG)
 
@@ -226,9 +229,9 @@ def test_cloud_copy_64mib(benchmark: Any, cloud: CloudDevice, rng: np.random.Gen
 
 
 @pytest.mark.bench_threshold(_NOISY)
-@pytest.mark.parametrize("direction", ["copyin", "copyout"])
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.bench_role("limit", reference="64 MiB over a raw loopback TCP socket (sendall, then a 1-byte answer)")
 def test_cloud_copy_64mib_limit_socket(benchmark: Any, rng: np.random.Generator, direction: str) -> None:
-    benchmark.group = f"cloud-{direction}-64MiB"
     data = _src(rng).data
     sink = _Sink(BIG)
     try:
@@ -236,5 +239,4 @@ def test_cloud_copy_64mib_limit_socket(benchmark: Any, rng: np.random.Generator,
         run(benchmark, lambda: sink.send(data), t)
     finally:
         sink.close()
-    record_rate(benchmark, HOST, {"GB/s": BIG / 1e9}, limit=True, size_bytes=BIG,
-                reference="64 MiB over a raw loopback TCP socket (sendall, then a 1-byte answer)")
+    record_rate(benchmark, HOST, {"GB/s": BIG / 1e9}, size_bytes=BIG)
