@@ -167,3 +167,34 @@ def test_a_flat_noisy_history_has_no_drift():
     runs = history(list(rng.lognormal(0.0, 0.03, 10)))
     result = compare(runs[-1], runs[-2], history=runs[:-1])
     assert all(c.drift is None for c in result.comparisons) and not result.failed
+
+
+def test_holm_adjusts_step_down_and_keeps_nan():
+    from harness.report.paired import holm
+
+    adjusted = holm([0.01, 0.04, 0.03, math.nan])
+    assert adjusted[:3] == pytest.approx([0.03, 0.06, 0.06]) and math.isnan(adjusted[3])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+
+
+def test_a_b_p_values_are_adjusted_over_the_runs_entries():
+    # 8 pairs all 20% slower: the smallest p a signed-rank test of 8 pairs can give (2 / 256), enough alone but not
+    # beside 30 other entries, where a chance p of that size is expected once in four runs
+    def runs(others: int) -> tuple[dict, dict]:
+        rng = np.random.default_rng(8)
+        docs = [synth.run([]), synth.run([])]
+        for doc, side in zip(docs, "AB"):
+            doc["harness"] = {"mode": "ab", "side": side, "pairing": "p", "ref": "main", "planted": None}
+        names = ["t::slow"] + [f"t::other{i}" for i in range(others)]
+        for name in names:
+            a = 1e-3 * rng.lognormal(0.0, 0.02, 8)
+            b = a * (1.2 if name == "t::slow" else rng.lognormal(0.0, 0.02, 8))
+            for doc, data in zip(docs, (a, b)):
+                doc["benchmarks"].append(synth.benchmark(name, data))
+        return docs[0], docs[1]
+
+    alone = {c.fullname: c for c in compare(runs(0)[1], runs(0)[0]).comparisons}["t::slow"]
+    assert alone.verdict is Verdict.REGRESSED and alone.p_value == pytest.approx(2 / 256)
+    a, b = runs(30)
+    among = {c.fullname: c for c in compare(b, a).comparisons}["t::slow"]
+    assert among.verdict is Verdict.UNCHANGED and among.p_value == pytest.approx(31 * 2 / 256)

@@ -27,7 +27,9 @@ from harness.report.paired import half_width, judge, log_ratios
 
 __all__ = ["CONTROL_BUDGET", "ENTRY_BUDGET", "AbResult", "run_ab"]
 
-ENTRY_BUDGET = Budget(seconds=4.0, confidence=0.95)
+# 14 pairs at least: the run's p-values are Holm-adjusted over its ~50 entries, so an entry needs p < 0.01 / 50, and
+# a two-sided signed-rank test of n pairs cannot go below 2 / 2**n (n = 14: 1.2e-4)
+ENTRY_BUDGET = Budget(seconds=4.0, confidence=0.95, min_rounds=14)
 CONTROL_BUDGET = Budget(seconds=1.0, confidence=0.95, precision=0.02)
 
 
@@ -46,7 +48,7 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
            control_budget: Budget = CONTROL_BUDGET, min_effect: float = 0.03, alpha: float = 0.01) -> AbResult:
     """Time every benchmark that ``collected[0]`` (A, the ref) and ``collected[1]`` (B) both have; ``planted``
     stretches B's rounds by that factor (``--plant-slowdown``). ``min_effect``/``alpha`` only shape the progress
-    lines; the report decides the verdicts from the run files."""
+    lines' CI; the report decides the verdicts from the run files (all entries together: ``harness.report.compare``)."""
     a_names, b_names = collected[0].benchmarks(), collected[1].benchmarks()
     common = [n for n in b_names if n in set(a_names)]
     records: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
@@ -75,7 +77,7 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
         verdict = judge(log_ratios(times[0], times[1]), alpha=alpha, confidence=budget.confidence,
                         min_effect=min_effect)
         progress(f"  {nodeid}  x{verdict.ratio:.3f} [{verdict.ci[0]:.3f}, {verdict.ci[1]:.3f}] {verdict.pairs} pairs "
-                 f"({outcome.rounds.stop}) {verdict.verdict.value}" + ("" if role == ENTRY else f" ({role})"))
+                 f"({outcome.rounds.stop})" + ("" if role == ENTRY else f" ({role})"))
     for side, names in ((1, [n for n in b_names if n not in set(a_names)]), (0, [n for n in a_names if n not in set(b_names)])):
         for nodeid in names:  # on one side only: timed alone, shown as new or missing, never judged
             record = _alone(workers[side], side, nodeid, control_budget, result, progress, collected[side].clock)

@@ -5,7 +5,8 @@ The mode follows from the runs:
 - **A/B** (the two files of one paired A/B run: RUN_KEY mode "ab" and the same pairing id; baseline = side A, the git
   ref, current = side B, the working tree): round i of a benchmark on one side was taken right beside round i on the
   other, so the verdict comes from the per-pair ratios (``harness.report.paired.judge``: signed-rank test, CI of the
-  median ratio, minimum effect), which machine drift cannot move.
+  median ratio, minimum effect), which machine drift cannot move. The entries' p-values are Holm-adjusted over the
+  run (``harness.report.paired.holm``), so the chance of any false alarm in a run stays at alpha.
 - **stored baseline** (any other pair of runs; they were taken at different moments): each benchmark's rounds are
   compared raw (``harness.report.stats``: Mann-Whitney U, ratio of medians beyond the threshold, bootstrap CI beyond
   1). An entry whose group has a practical limit is also compared normalized by it (the per-round ratios entry /
@@ -36,7 +37,7 @@ from harness.report.errors import ReportInputError
 from harness.report.groups import XLimit, group_limits, role, x_limits
 from harness.report.load import BenchmarkRecord, BenchmarkRun, parse_run
 from harness.report.machine import machine_id, machine_mismatch
-from harness.report.paired import Paired, judge, log_ratios
+from harness.report.paired import Paired, holm, judge, log_ratios, signed_rank_p
 from harness.report.stats import SampleComparison, compare_normalized, compare_records, compare_samples
 from harness.report.thresholds import parse_threshold
 from harness.report.verdict import Verdict
@@ -222,8 +223,13 @@ def compare(
     before = base if base is not None else replace(cur, source="(no baseline)", benchmarks={}, harness={})
     paired = base is not None and _paired(cur, base)
     settings = _Settings(threshold, min_effect, alpha, confidence, n_resamples, seed)
-    judge_one = partial(_ab_one, settings=settings) if paired else _StoredJudge(cur, before, history, settings)
-    comparisons = [judge_one(name, cur, before) for name in sorted(set(cur.benchmarks) | set(before.benchmarks))]
+    names = sorted(set(cur.benchmarks) | set(before.benchmarks))
+    if paired:
+        adjusted = _holm_of_entries(names, cur, before)
+        comparisons = [_ab_one(name, cur, before, settings, adjusted.get(name)) for name in names]
+    else:
+        judge_one = _StoredJudge(cur, before, history, settings)
+        comparisons = [judge_one(name, cur, before) for name in names]
     keys = [key for key, _ in SECTIONS]
     comparisons.sort(key=lambda c: (keys.index(_section_of(c)), c.fullname))
     return ComparisonResult(
@@ -267,22 +273,47 @@ def _one_sided(name: str, now: BenchmarkRecord | None, before: BenchmarkRecord |
     return BenchmarkComparison(name, verdict, role(record), threshold, current=now, baseline=before)
 
 
-def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Settings) -> BenchmarkComparison:
-    """A/B: the verdict from the per-pair log ratios of the two sides' rounds (index i pairs with index i)."""
+def _pair_ratios(now: BenchmarkRecord, before: BenchmarkRecord) -> np.ndarray:
+    """The per-pair log ratios of an A/B benchmark; raises ValueError when its rounds do not pair up."""
+    return log_ratios(before.data if before.data is not None else [], now.data if now.data is not None else [])
+
+
+def _holm_of_entries(names: Sequence[str], cur: BenchmarkRun, base: BenchmarkRun) -> dict[str, float]:
+    """fullname -> Holm-adjusted signed-rank p-value, over the entries on both sides whose rounds pair up (limits
+    and peers, which never fail, are judged on their own p-values)."""
+    tested: dict[str, float] = {}
+    for name in names:
+        now, before = cur.benchmarks.get(name), base.benchmarks.get(name)
+        if now is None or before is None or role(now) != ENTRY:
+            continue
+        try:
+            d = _pair_ratios(now, before)
+        except ValueError:
+            continue
+        if d.size:
+            tested[name] = signed_rank_p(d)
+    return dict(zip(tested, holm(list(tested.values()))))
+
+
+def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Settings,
+            adjusted_p: float | None) -> BenchmarkComparison:
+    """A/B: the verdict from the per-pair log ratios of the two sides' rounds (index i pairs with index i), judged on
+    ``adjusted_p`` (Holm over the run's entries) when given."""
     now, before = cur.benchmarks.get(name), base.benchmarks.get(name)
     threshold = _threshold_of(now, before, settings.threshold)
     if now is None or before is None:
         return _one_sided(name, now, before, threshold)
     kind = role(now)
     try:
-        d = log_ratios(before.data if before.data is not None else [], now.data if now.data is not None else [])
+        d = _pair_ratios(now, before)
     except ValueError as exc:
         note = f"its rounds do not pair up ({exc}): no verdict"
         return BenchmarkComparison(name, Verdict.UNCHANGED, kind, threshold, now, before, note=note)
     if d.size == 0:
         note = "no per-round data on one side: no verdict"
         return BenchmarkComparison(name, Verdict.UNCHANGED, kind, threshold, now, before, note=note)
-    verdict: Paired = judge(d, alpha=settings.alpha, confidence=settings.confidence, min_effect=settings.min_effect)
+    verdict: Paired = judge(d, alpha=settings.alpha, confidence=settings.confidence, min_effect=settings.min_effect,
+                            p_value=adjusted_p)
     return BenchmarkComparison(
         name, verdict.verdict, kind, threshold, now, before, ratio=verdict.ratio, ci=verdict.ci,
         p_value=verdict.p_value, test=verdict.test, pairs=verdict.pairs, stop=str(now.options.get("stop") or "") or None,

@@ -104,7 +104,8 @@ def method(result: ComparisonResult, history_runs: int) -> str:
         return (
             "A/B: both versions ran in two long-lived workers on the same CPU, in alternating rounds (A B B A ...), "
             "so each pair of rounds saw the same machine. Regressed/improved: the two-sided Wilcoxon signed-rank test "
-            f"of the per-pair log ratios is significant at {result.alpha:g}, the {result.confidence:.0%} CI of the "
+            f"of the per-pair log ratios is significant at {result.alpha:g} after Holm's adjustment over the run's "
+            f"entries (for limits and peers: unadjusted), the {result.confidence:.0%} CI of the "
             "median per-pair ratio lies entirely beyond 1, and that ratio is beyond the minimum effect of "
             f"{percent(result.min_effect)}. 'detectable' is the smallest change this run could have flagged; rounds "
             "stopped at the target precision or when the benchmark's time budget was spent ('stop'). Only entries "
@@ -321,7 +322,7 @@ def table(key: str, comparisons: Sequence[BenchmarkComparison],
                    ("A median", True, lambda c: seconds(c.baseline.median if c.baseline else None)),
                    ("B median", True, lambda c: seconds(c.current.median if c.current else None)),
                    ("ratio B/A", True, lambda c: ratio(c.ratio)), ("CI", False, lambda c: interval(c.ci)),
-                   ("p-value", True, lambda c: p_value(c.p_value)), ("pairs", True, lambda c: str(c.pairs or "–")),
+                   ("p (Holm)", True, lambda c: p_value(c.p_value)), ("pairs", True, lambda c: str(c.pairs or "–")),
                    ("detectable", True, detectable), ("stop", False, stop), ("notes", False, notes)]
     else:
         columns = [("benchmark", False, _name), ("role", False, role),

@@ -10,7 +10,9 @@ Rule (``judge``; B is the version under test, a ratio > 1 is slower):
 - CI: the distribution-free ``confidence`` interval of the median of ``d`` from its order statistics (the sign test
   inverted: ``[d_(k), d_(n+1-k)]`` with the largest k such that ``P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2``);
 - test: the two-sided Wilcoxon signed-rank test of ``d`` against 0 (``scipy.stats.wilcoxon``, exact for small n).
-  Under no change A and B are exchangeable, so ``d`` is symmetric about 0, which is that test's null hypothesis;
+  Under no change A and B are exchangeable, so ``d`` is symmetric about 0, which is that test's null hypothesis. A run
+  judges every entry at once, so ``harness.report.compare`` adjusts the entries' p-values by Holm's method (``holm``):
+  the chance that any unchanged entry of the run is flagged stays at alpha, not alpha per entry;
 - regressed: p < alpha AND the CI lies entirely above ratio 1 AND ``ratio >= 1 + min_effect``; improved: p < alpha AND
   the CI lies entirely below 1 AND ``ratio <= 1 / (1 + min_effect)``; else unchanged. The minimum effect is the size
   of change worth acting on; it also absorbs the small, real but irrelevant differences between two processes running
@@ -32,7 +34,8 @@ from scipy import stats as sps
 
 from harness.report.verdict import Verdict
 
-__all__ = ["WILCOXON", "Paired", "half_width", "judge", "log_ratios", "median_ci"]
+__all__ = ["WILCOXON", "Paired", "half_width", "holm", "judge", "log_ratios", "median_ci", "signed_rank_p",
+           "unit_log_ratios"]
 
 WILCOXON = "wilcoxon-signed-rank"
 
@@ -88,14 +91,16 @@ def half_width(values: np.ndarray, confidence: float) -> float:
     return max(middle - low, high - middle)
 
 
-def judge(d: np.ndarray, *, alpha: float, confidence: float, min_effect: float) -> Paired:
+def judge(d: np.ndarray, *, alpha: float, confidence: float, min_effect: float,
+          p_value: float | None = None) -> Paired:
     """The verdict of per-pair log ratios ``d`` (see the module rule); ``alpha`` and ``confidence`` in (0, 1),
-    ``min_effect`` a fraction >= 0. Raises ValueError for an empty ``d``."""
+    ``min_effect`` a fraction >= 0; ``p_value`` replaces the signed-rank test's own (e.g. its Holm-adjusted value,
+    ``holm``). Raises ValueError for an empty ``d``."""
     if d.size == 0:
         raise ValueError("judge needs at least one pair")
     middle = float(np.median(d))
     low, high = median_ci(d, confidence)
-    p_value = _wilcoxon(d)
+    p_value = _wilcoxon(d) if p_value is None else p_value
     ratio, ci = math.exp(middle), (math.exp(low), math.exp(high))
     floor = math.log1p(min_effect)
     verdict = Verdict.UNCHANGED
@@ -106,6 +111,24 @@ def judge(d: np.ndarray, *, alpha: float, confidence: float, min_effect: float) 
     spread = max(middle - low, high - middle)
     detectable = math.expm1(max(floor, spread))
     return Paired(verdict, ratio, ci, p_value, int(d.size), detectable)
+
+
+def signed_rank_p(d: np.ndarray) -> float:
+    """The two-sided Wilcoxon signed-rank p-value of ``d`` against 0 (NaN when it cannot be computed)."""
+    return _wilcoxon(d)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of ``p_values`` (Holm 1979): the i-th smallest becomes
+    ``max over j <= i of (m - j) * p_(j)``, at most 1; NaN stays NaN. Rejecting where an adjusted value is below
+    alpha keeps the chance of any false rejection among the ``m`` tests at alpha."""
+    order = sorted((p, i) for i, p in enumerate(p_values) if not math.isnan(p))
+    adjusted = [math.nan] * len(p_values)
+    running, m = 0.0, len(order)
+    for rank, (p, index) in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p))
+        adjusted[index] = running
+    return adjusted
 
 
 def _wilcoxon(d: np.ndarray) -> float:
