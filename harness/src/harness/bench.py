@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -38,7 +39,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.bench_schema import MODE_STORED, SINGLE_THREAD_ENV
+from harness.bench_schema import MODE_STORED, SHARED_DIR_ENV, SINGLE_THREAD_ENV
 from harness.cli_args import ArgumentParser
 from harness.paired.ab import ENTRY_BUDGET as AB_ENTRY_BUDGET
 from harness.paired.ab import run_ab
@@ -216,10 +217,16 @@ def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> in
     # the same rootdir path on both sides gives the same nodeids (B's tree is a link, which the cwd would resolve)
     args_of = [worker_args(suite_of, [f"--rootdir={side.root}", *pytest_args])
                for suite_of, side in zip(suites, (sides.a, sides.b))]
-    with open_workers(specs, args_of, _env()) as (workers, collected):
-        _warn_randomized(workers)
-        result = run_ab(workers, collected, ref, _progress, planted=args.plant_slowdown, min_effect=args.min_effect,
-                        entry_budget=budget)
+    shared = (out / "ab" / "shared").resolve()
+    shutil.rmtree(shared, ignore_errors=True)
+    shared.mkdir(parents=True)
+    try:
+        with open_workers(specs, args_of, {**_env(), SHARED_DIR_ENV: str(shared)}) as (workers, collected):
+            _warn_randomized(workers)
+            result = run_ab(workers, collected, ref, _progress, planted=args.plant_slowdown,
+                            min_effect=args.min_effect, entry_budget=budget)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
     print(f"harness bench: A/B run took {time.perf_counter() - started:.0f} s")
     files = [out / "ab" / "A.json", out / "ab" / "B.json"]
     for path, document in zip(files, result.documents):

@@ -21,6 +21,10 @@ Writing a benchmark (a new file ``test_bench_<area>.py`` here, e.g. for CUDA, DI
   be static (a marker): the runner times every entry of the group round for round beside it. A *peer*,
   ``@pytest.mark.bench_role("peer", peer="numba CUDA simulator")``, is another project's figure for scale (CuPy,
   numba, a vendor library): shown, judged, never failing.
+* **Inputs shared by both sides**: a file whose place on disk affects the timing (a read benchmark's input) goes in
+  the ``bench_shared_dir`` fixture's directory, written once when absent (by a rename), so both versions of an A/B run
+  read the same blocks; per-process resources that differ from one process to the next (a server, a temporary file)
+  make the two sides differ by themselves, which no pairing can cancel.
 * **Thresholds**: stored-baseline mode flags an entry whose median moved beyond 10%; a benchmark whose noise needs
   more says so with ``@pytest.mark.bench_threshold(0.2)`` and a comment with the measured spread. A/B mode needs no
   threshold: it flags changes beyond its minimum effect (3%) that the paired rounds resolve, and reports per benchmark

@@ -4,18 +4,28 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from harness.bench_schema import SINGLE_THREAD_ENV, THREADS_KEY
+from harness.bench_schema import SHARED_DIR_ENV, SINGLE_THREAD_ENV, THREADS_KEY
 from harness.benchmarks.measure import MakeBuffer
 from runtime_backends.cpu.memcheck import MEMCHECK_ENV
 from runtime_core.allocator import LRUAllocator
 from runtime_core.buffer import Buffer
 from runtime_core.device import Device
 from runtime_core.dtype import DType
+
+
+@pytest.fixture(scope="session")
+def bench_shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory for input files whose place on disk affects their timing (``harness.bench_schema.SHARED_DIR_ENV``):
+    the one both workers of an A/B run share, so both versions read the same file, else a private temporary one.
+    Whatever a benchmark writes there it writes once (when absent, by a rename) and leaves; the runner removes it."""
+    shared = os.environ.get(SHARED_DIR_ENV)
+    return Path(shared) if shared else tmp_path_factory.mktemp("shared")
 
 
 @pytest.fixture(autouse=True)

@@ -19,6 +19,7 @@ Targets of issue 9: warm io_uring >= 0.9x the copyto limit; cold io_uring >= 1.5
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -57,16 +58,20 @@ class DiskFile:
 
 
 @pytest.fixture(scope="module")
-def disk_file(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DiskFile]:
+def disk_file(request: pytest.FixtureRequest, bench_shared_dir: Path) -> Iterator[DiskFile]:
+    """The benchmark file in ``bench_shared_dir``: in an A/B run both versions read the same file (the same blocks on
+    disk), written once by whichever side comes first."""
     nbytes = options.disk_bench_bytes(request.config)
     data = np.random.default_rng(9).integers(0, 256, nbytes, dtype=np.uint8)
-    path = tmp_path_factory.mktemp("disk-bench") / "read.bin"
-    data.tofile(path)
+    path = bench_shared_dir / f"disk-read-{nbytes}.bin"
+    if not path.exists() or path.stat().st_size != nbytes:
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        data.tofile(partial)
+        partial.replace(path)
     with Device.restoring():
         f = DiskFile(path, data)
         yield f
         f.buffer.deallocate()
-    path.unlink()
 
 
 def _prepare(disk_file: DiskFile, cache: str) -> Callable[[], None] | None:

@@ -23,9 +23,14 @@ _ADDR_NO_RANDOMIZE = 0x0040000
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal the child gets when its parent thread exits
 # What makes two processes of the same code lay out memory alike (see ``WorkerProcess``). The glibc tunables make
 # malloc ask for transparent huge pages (madvise) for the large blocks it maps, as numpy already does for its arrays,
-# and fix its mmap threshold at the default 128 KiB: by default glibc raises it whenever a mapped block is freed, so
-# whether a 1 MiB buffer is mapped (page-aligned) or carved from the heap depends on what the process freed before.
-ISOLATION_ENV = {"PYTHONHASHSEED": "0", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=131072"}
+# and fix its thresholds at the values a long-running process reaches anyway (32 MiB for mapping a block, twice that
+# for trimming the heap): by default glibc raises them whenever a mapped block is freed, so whether a 1 MiB buffer is
+# mapped or carved from the heap depends on what that process freed before, and left at 128 KiB, every temporary of
+# the PYTHON backend's numpy interpreter is mapped and faulted in afresh.
+ISOLATION_ENV = {
+    "PYTHONHASHSEED": "0",
+    "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=67108864",
+}
 
 
 def _prepare_child() -> None:
