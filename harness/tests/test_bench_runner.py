@@ -8,6 +8,7 @@ cut short (``--budget``) so each run takes a few seconds.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -272,3 +273,31 @@ def _workers_of(pid: int) -> list[int]:
         if parent == pid and b"worker.py" in command:
             found.append(int(proc.name))
     return found
+
+
+THREADED = '''
+import os
+
+
+@pytest.mark.bench_threads(2)
+def test_two_threads(benchmark):
+    benchmark(work, LIMIT_N)
+    benchmark.extra_info["cpus"] = sorted(os.sched_getaffinity(0))
+
+
+def test_one_thread(benchmark):
+    benchmark(work, LIMIT_N)
+    benchmark.extra_info["cpus"] = sorted(os.sched_getaffinity(0))
+'''
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs CPU affinity and two CPUs")
+def test_workers_get_as_many_cpus_as_the_benchmark_runs_threads(root):
+    write_suite(root, extra=THREADED)
+    assert run_bench(root, "-k", "thread") == 0
+    [run_file] = (root / "out" / "runs").glob("*.json")
+    cpus = {b["name"]: b["extra_info"]["cpus"] for b in json.loads(run_file.read_text())["benchmarks"]}
+    allowed = os.sched_getaffinity(0)
+    assert len(cpus["test_two_threads"]) == 2 and set(cpus["test_two_threads"]) <= allowed
+    assert len(cpus["test_one_thread"]) == 1 and set(cpus["test_one_thread"]) <= allowed

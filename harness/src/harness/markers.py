@@ -13,7 +13,7 @@ from runtime_core.device import Device
 from runtime_core.dtype import DType
 
 __all__ = ["MARKERS", "PROJECT_BACKENDS", "register", "restriction_reason", "capability_reason", "bench_threshold",
-           "bench_role", "bench_group"]
+           "bench_role", "bench_group", "bench_threads"]
 
 PROJECT_BACKENDS = ("CPU", "PYTHON", "CUDA", "DISK", "CLOUD")
 """Backends this project ships: a marker may name one that is not installed here (the test then skips), while a name
@@ -31,6 +31,8 @@ MARKERS = {
     "bench_role": "bench_role(role, reference=None, peer=None): what a benchmark measures: 'entry' (our code, the "
                   "default), 'limit' (what the machine allows for the same work; reference= says what it runs) or "
                   "'peer' (another project, peer= names it); only entries can fail a run",
+    "bench_threads": "bench_threads(n): the benchmark runs n threads at once (an int >= 1; default 1): the paired "
+                     "benchmark runner gives its workers that many CPUs, not one",
     "slow": "slow: takes long; deselect with -m 'not slow'",
     "bigmem": "bigmem: needs more than 2 GiB of memory; runs only with --run-bigmem or HARNESS_RUN_BIGMEM=1",
 }
@@ -141,6 +143,18 @@ def bench_threshold(node: pytest.Item) -> float | None:
     except ValueError as exc:
         problem = str(exc)
     _misuse(node, problem)  # outside the except: the report then shows no chained exception
+
+
+def bench_threads(node: pytest.Item) -> int:
+    """The ``bench_threads`` marker's count of threads the benchmark runs at once (1 without the marker); anything but
+    one int >= 1 fails the test with the reason."""
+    mark = node.get_closest_marker("bench_threads")
+    if mark is None:
+        return 1
+    count = mark.args[0] if len(mark.args) == 1 and not mark.kwargs else None
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        _misuse(node, f"@pytest.mark.bench_threads takes one int >= 1 (threads run at once), got {mark.args!r}")
+    return count
 
 
 # the keyword each role requires, and the extra_info key it is stored under

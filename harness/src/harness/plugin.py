@@ -101,6 +101,7 @@ def pytest_runtest_call(item: pytest.Item) -> None:
     if threshold is not None:
         bench.extra_info[THRESHOLD_KEY] = threshold
     bench.extra_info.update(markers.bench_role(item) or {})
+    markers.bench_threads(item)  # a misused marker fails the test here, in plain pytest runs as in the paired runner
 
 
 @pytest.hookimpl(hookwrapper=True)

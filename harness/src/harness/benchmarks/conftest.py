@@ -13,10 +13,17 @@ import pytest
 from harness.bench_schema import SHARED_DIR_ENV, SINGLE_THREAD_ENV, THREADS_KEY
 from harness.benchmarks.measure import MakeBuffer
 from runtime_backends.cpu.memcheck import MEMCHECK_ENV
+from runtime_backends.cpu.pool import THREADS_ENV, threads_from_env
 from runtime_core.allocator import LRUAllocator
 from runtime_core.buffer import Buffer
 from runtime_core.device import Device
 from runtime_core.dtype import DType
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """CPU devices run launches on every core this process may use now (``CPU_THREADS``, unless set), whatever CPUs
+    the paired benchmark runner later pins a worker to: a device opened while pinned would otherwise get one thread."""
+    os.environ.setdefault(THREADS_ENV, str(threads_from_env()))
 
 
 @pytest.fixture(scope="session")

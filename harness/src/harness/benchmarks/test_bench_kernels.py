@@ -53,7 +53,10 @@ REDUCED = {"PYTHON": {"add_n": 2**22, "matmul_n": 256}}  # see the module docstr
 SUM_RTOL = COLS * 2.0**-24 * 1.01
 ROWSUM_GROUP = f"kernel-rowsum-float32-{ROWS}x{COLS}"
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-THREADS = [pytest.param(1, id="1thread"), pytest.param(CORES, id=f"{CORES}threads")]
+# the device entries run on every core (the CPU backend's default, CPU_THREADS set by the conftest); the paired runner
+# then gives the workers every CPU for them, not one
+ALL_CORES = pytest.mark.bench_threads(CORES)
+THREADS = [pytest.param(1, id="1thread"), pytest.param(CORES, id=f"{CORES}threads", marks=ALL_CORES)]
 BLOCK_ROWS, BLOCK_COLS, BLOCK_UNROLL = 8, 32, 4  # 16 AVX-512 (or 32 AVX2) accumulators; the k loop unrolled 4 times
 
 
@@ -86,6 +89,7 @@ def _sizes(key: str, full: int, group: Callable[[int], str]) -> list[Any]:
     return [pytest.param(n, id=str(n), marks=pytest.mark.benchmark(group=group(n))) for n in sizes]
 
 
+@ALL_CORES
 def test_add(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np.random.Generator) -> None:
     n = _size(device, "add_n", ADD_N)
     benchmark.group = _add_group(n)
@@ -125,6 +129,7 @@ def test_add_limit_numpy(benchmark: Any, rng: np.random.Generator, n: int) -> No
 
 
 @pytest.mark.benchmark(group=ROWSUM_GROUP)
+@ALL_CORES
 def test_row_sum(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np.random.Generator) -> None:
     x = rng.random(ROWS * COLS, dtype=np.float32)
     kernel = row_sum_kernel(ROWS, COLS)
@@ -147,6 +152,7 @@ def test_row_sum_limit_numpy(benchmark: Any, rng: np.random.Generator) -> None:
                 shape=[ROWS, COLS])
 
 
+@ALL_CORES
 def test_matmul(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np.random.Generator) -> None:
     n = _size(device, "matmul_n", MATMUL_N)
     benchmark.group = _matmul_group(n)
@@ -191,6 +197,7 @@ def test_matmul_limit_numpy(benchmark: Any, rng: np.random.Generator, n: int) ->
 
 @pytest.mark.benchmark(group=_matmul_group(BLOCKED_N))
 @pytest.mark.bench_role("limit", reference=f"numpy.matmul (BLAS, {CORES} threads)")
+@ALL_CORES
 def test_matmul_limit_numpy_all_threads(benchmark: Any, rng: np.random.Generator) -> None:
     n = BLOCKED_N
     a, b = rng.random((n, n), dtype=np.float32), rng.random((n, n), dtype=np.float32)

@@ -2,7 +2,7 @@
 
 Worker A runs the git ref's tree in its own environment (``harness.paired.reftree``), worker B the working tree. For
 each benchmark both are started (which one first alternates), each side's calls per round are calibrated to rounds
-of the same length, and rounds alternate A B B A ... on one CPU until the CI of the median per-pair ratio is narrow
+of the same length, and rounds alternate A B B A ... on the same CPU (as many as it runs threads) until the CI of the median per-pair ratio is narrow
 enough or the benchmark's time budget is spent. Entries get ENTRY_BUDGET; limits and peers, the same code on both
 sides, only show whether the two environments differ and get CONTROL_BUDGET. A benchmark on one side only is timed
 alone there, so the report lists it as new or missing with its figures, never judged.
@@ -58,10 +58,10 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
     for index, nodeid in enumerate(common):
         role = collected[1].items[nodeid]["role"] or collected[0].items[nodeid]["role"] or ENTRY
         budget = entry_budget if role == ENTRY else control_budget
-        cpu = cpus.choose()
-        if cpu is not None:
+        chosen = cpus.choose(max(c.items[nodeid].get("threads", 1) for c in collected))
+        if chosen is not None:
             for worker in workers:
-                worker.pin(cpu)
+                worker.pin(chosen)
         order = (0, 1) if index % 2 == 0 else (1, 0)  # who starts (and sets up) first alternates
         outcome = run_same([workers[i] for i in order], nodeid, [stretch[i] for i in order], budget,
                            _spread(budget, order))

@@ -42,6 +42,24 @@ def _prepare_child() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def _tasks_of_tree(pid: int) -> list[int]:
+    """The thread ids of process ``pid`` and of all its descendants (``/proc/<pid>/task/<tid>/children``, Linux
+    with CONFIG_PROC_CHILDREN); what cannot be read (a process that exited) is left out."""
+    tasks, todo = [], [pid]
+    while todo:
+        try:
+            threads = list(Path(f"/proc/{todo.pop()}/task").iterdir())
+        except OSError:
+            continue
+        for thread in threads:
+            tasks.append(int(thread.name))
+            try:
+                todo += [int(child) for child in (thread / "children").read_text().split()]
+            except (OSError, ValueError):
+                continue
+    return tasks
+
+
 class WorkerError(RuntimeError):
     """A worker exited, broke the protocol or reported an error; the message ends with the tail of its log."""
 
@@ -95,15 +113,16 @@ class WorkerProcess:
             return False
         return not flags & _ADDR_NO_RANDOMIZE
 
-    def pin(self, cpu: int) -> None:
-        """Run the worker (all its threads) on ``cpu`` only; does nothing where affinity cannot be set."""
+    def pin(self, cpus: set[int]) -> None:
+        """Run the worker on ``cpus`` only: all its threads and every process it started (a server it talks to), so
+        that both ends of a round trip run where the round is timed; does nothing where affinity cannot be set."""
         if not hasattr(os, "sched_setaffinity"):
             return
-        try:
-            for task in Path(f"/proc/{self._process.pid}/task").iterdir():
-                os.sched_setaffinity(int(task.name), {cpu})
-        except (OSError, ValueError):
-            pass  # the worker exited or a thread ended meanwhile: the next request reports a dead worker
+        for task in _tasks_of_tree(self._process.pid):
+            try:
+                os.sched_setaffinity(task, cpus)
+            except OSError:
+                pass  # it exited meanwhile (a dead worker is reported by the next request)
 
     def send(self, op: str, **fields: Any) -> None:
         """Send one command; raises WorkerError when the worker has gone."""

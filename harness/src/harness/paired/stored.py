@@ -90,11 +90,12 @@ class _StoredRun:
         self.result.records = [self.by_nodeid[n] for n in self.order if n in self.by_nodeid]
         return self.result
 
-    def _pin(self) -> None:
-        cpu = self.cpus.choose()
-        if cpu is not None:
-            self.entries.pin(cpu)
-            self.limits.pin(cpu)
+    def _pin(self, *nodeids: str) -> None:
+        """Both workers on the idlest CPUs, as many as the benchmarks ``nodeids`` run threads at once."""
+        cpus = self.cpus.choose(max(self.items[n].get("threads", 1) for n in nodeids))
+        if cpus is not None:
+            self.entries.pin(cpus)
+            self.limits.pin(cpus)
 
     def _entry(self, nodeid: str) -> None:
         ready = start(self.entries, nodeid)
@@ -105,7 +106,7 @@ class _StoredRun:
         held = self._hold(limit) if limit is not None else None
         role = self.items[nodeid]["role"]
         budget = self.entry_budget if role in (None, ENTRY) else self.other_budget
-        self._pin()
+        self._pin(nodeid, *([held.nodeid] if held is not None else []))
         if held is None:
             rounds = time_alone_or_beside([Side(self.entries)], [ready["iterations"]], budget, _alone_spread(budget))
             self._store(nodeid, finish(self.entries), rounds.times[0], rounds.iterations[0], rounds)
@@ -148,7 +149,7 @@ class _StoredRun:
         if ready["ev"] == "done":
             self._ended(nodeid, Finished.of(ready))
             return
-        self._pin()
+        self._pin(nodeid)
         rounds = time_alone_or_beside([Side(worker)], [ready["iterations"]], budget, _alone_spread(budget))
         self._store(nodeid, finish(worker), rounds.times[0], rounds.iterations[0], rounds)
 

@@ -10,7 +10,8 @@ Protocol (controller -> worker ``op``, worker -> controller ``ev``):
 
 * after collection the worker sends ``collected``: ``items`` (nodeid, name, whether it uses the ``benchmark`` fixture,
   its static ``group`` from ``@pytest.mark.benchmark(group=...)`` formatted with the test's parameters, e.g.
-  ``"compile-cold-{device}"`` -> ``"compile-cold-CPU"``, and its ``role`` from ``@pytest.mark.bench_role``),
+  ``"compile-cold-{device}"`` -> ``"compile-cold-CPU"``, its ``role`` from ``@pytest.mark.bench_role`` and the
+  ``threads`` it runs at once from ``@pytest.mark.bench_threads``, default 1),
   ``machine_info`` and ``commit_info`` (pytest-benchmark's hooks, so the harness's machine facts are in them) and
   ``version`` (pytest-benchmark's);
 * ``start`` {nodeid}: run that test. When its body calls ``benchmark(fn)`` or ``benchmark.pedantic(...)`` the worker
@@ -101,6 +102,14 @@ def _static_group(item: pytest.Item) -> str | None:
 def _static_role(item: pytest.Item) -> str | None:
     marker = item.get_closest_marker("bench_role")
     return str(marker.args[0]) if marker and marker.args else None
+
+
+def _static_threads(item: pytest.Item) -> int:
+    """Threads the benchmark runs at once (``@pytest.mark.bench_threads``; 1 without it or when misused, which the
+    harness plugin reports as the test's failure)."""
+    marker = item.get_closest_marker("bench_threads")
+    count = marker.args[0] if marker and len(marker.args) == 1 else 1
+    return count if isinstance(count, int) and not isinstance(count, bool) and count >= 1 else 1
 
 
 class RunClock:
@@ -290,7 +299,8 @@ class WorkerPlugin:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         items = [{"nodeid": item.nodeid, "name": item.name, "benchmark": "benchmark" in getattr(item, "fixturenames", ()),
-                  "group": _static_group(item), "role": _static_role(item)} for item in session.items]
+                  "group": _static_group(item), "role": _static_role(item), "threads": _static_threads(item)}
+                 for item in session.items]
         machine, commit, version = _run_info(session.config)
         self.channel.send(ev="collected", items=items, machine_info=_plain(machine), commit_info=_plain(commit),
                           version=version, clock=_CLOCK.name)

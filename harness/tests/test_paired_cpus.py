@@ -1,0 +1,82 @@
+"""Where the paired runner places its workers: the idlest CPUs (``CpuChooser``), and every thread and child process of
+a worker pinned there (``_tasks_of_tree``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.paired import cpus as cpus_module
+from harness.paired.cpus import CpuChooser
+from harness.paired.process import _tasks_of_tree
+
+linux_only = pytest.mark.skipif(not Path("/proc/self/task").is_dir() or not hasattr(os, "sched_getaffinity"),
+                                reason="needs Linux /proc and CPU affinity")
+
+
+def _stat(idle: dict[int, int]) -> str:
+    """A /proc/stat with the given idle jiffies per CPU (iowait 0)."""
+    lines = ["cpu  1 2 3 4 5 6 7 8 9 10"]
+    lines += [f"cpu{cpu} 100 0 100 {jiffies} 0 0 0 0 0 0" for cpu, jiffies in idle.items()]
+    return "\n".join(lines) + "\nintr 0\n"
+
+
+@pytest.fixture
+def fake_stat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    stat = tmp_path / "stat"
+    stat.write_text(_stat({0: 0, 1: 0, 2: 0}))
+    monkeypatch.setattr(cpus_module, "_STAT", stat)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    return stat
+
+
+def test_the_idlest_cpus_since_the_last_choice_are_chosen(fake_stat: Path) -> None:
+    chooser = CpuChooser()
+    fake_stat.write_text(_stat({0: 10, 1: 50, 2: 30}))
+    assert chooser.choose() == {1}
+    fake_stat.write_text(_stat({0: 100, 1: 60, 2: 70}))  # since the last choice: cpu0 +90, cpu1 +10, cpu2 +40
+    assert chooser.choose(2) == {0, 2}
+    assert chooser.choose(5) == {0, 1, 2}  # more than there are: all of them
+
+
+def test_a_count_below_one_is_refused(fake_stat: Path) -> None:
+    with pytest.raises(ValueError, match="at least one CPU, got 0"):
+        CpuChooser().choose(0)
+
+
+def test_without_proc_stat_placement_is_left_to_the_scheduler(fake_stat: Path) -> None:
+    chooser = CpuChooser()
+    fake_stat.unlink()
+    assert chooser.choose() is None
+
+
+@linux_only
+def test_the_tree_holds_every_thread_and_descendant_process() -> None:
+    code = ("import subprocess, sys, threading, time; threading.Thread(target=time.sleep, args=(30,), daemon=True)"
+            ".start(); child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); "
+            "print(child.pid, flush=True); time.sleep(30)")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    child = None
+    try:
+        child = int(parent.stdout.readline())  # type: ignore[union-attr]
+        deadline = time.monotonic() + 10
+        while len(list(Path(f"/proc/{parent.pid}/task").iterdir())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        tasks = _tasks_of_tree(parent.pid)
+        assert parent.pid in tasks and child in tasks
+        assert len([t for t in tasks if Path(f"/proc/{parent.pid}/task/{t}").exists()]) >= 2  # the parent's thread too
+    finally:
+        for pid in (child, parent.pid):
+            if pid is not None:
+                os.kill(pid, 9)
+        parent.wait()
+
+
+def test_a_process_that_is_gone_has_no_tasks() -> None:
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    assert _tasks_of_tree(int(done.stdout)) == []
