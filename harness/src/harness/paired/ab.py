@@ -1,11 +1,12 @@
 """A/B mode's run: every benchmark that both versions have, timed on both in alternating rounds.
 
 Worker A runs the git ref's tree in its own environment (``harness.paired.reftree``), worker B the working tree. For
-each benchmark both are started (which one first alternates), each side's calls per round are calibrated to rounds
-of the same length, and rounds alternate A B B A ... on the same CPU (as many as it runs threads) until the CI of the median per-pair ratio is narrow
-enough or the benchmark's time budget is spent. Entries get ENTRY_BUDGET; limits and peers, the same code on both
-sides, only show whether the two environments differ and get CONTROL_BUDGET. A benchmark on one side only is timed
-alone there, so the report lists it as new or missing with its figures, never judged.
+each benchmark both are started (which one first alternates), each side's calls per round are calibrated to rounds of
+the same length, and rounds alternate A B B A ... on the same CPU (as many CPUs as the benchmark runs threads) until
+the CI of the median per-pair ratio is narrow enough or the benchmark's time budget is spent. Entries get
+ENTRY_BUDGET; limits and peers, the same code on both sides, only show whether the two environments differ and get
+CONTROL_BUDGET. A benchmark on one side only is timed alone there, so the report lists it as new or missing with its
+figures, never judged.
 """
 
 from __future__ import annotations
