@@ -21,6 +21,7 @@ becomes a :class:`Job` for a reader:
 from __future__ import annotations
 
 import errno
+import logging
 import mmap
 import os
 from collections import deque
@@ -32,7 +33,9 @@ import numpy as np
 from runtime_backends.disk.uring import IOVec, Ring
 from runtime_core.sink import CopySink
 
-__all__ = ["Job", "Plan", "plan", "FileFds", "ReadStats", "PreadReader", "UringReader", "StagingPool"]
+__all__ = ["Job", "Plan", "plan", "FileFds", "ReadStats", "PreadReader", "UringReader", "StagingPool", "HUGE_PAGE"]
+
+log = logging.getLogger(__name__)
 
 _RETRY = (errno.EINTR, errno.EAGAIN)
 MERGE = 64 << 20
@@ -107,20 +110,40 @@ class ReadStats:
     direct_refused: bool = False
 
 
+HUGE_PAGE = 2 << 20
+"""Bytes of an x86-64/AArch64 transparent huge page: staging buffers start at a multiple of it."""
+
+
 class StagingPool:
-    """``count`` page-aligned host buffers of ``size`` bytes (anonymous mmap), the source's own staging memory."""
+    """``count`` host buffers of ``size`` bytes carved out of one anonymous mapping, the source's own staging memory.
+
+    The buffers start at multiples of ``HUGE_PAGE`` and the mapping asks for transparent huge pages
+    (``madvise(MADV_HUGEPAGE)``, where Python offers it): an O_DIRECT read pins its destination pages and hands the
+    device a list of their physical segments, so on small pages its cost follows how contiguous the pages a process
+    happened to get are (two processes reading the same file cold differed by up to 12%); on huge pages a 2 MiB
+    chunk is one segment. Where huge pages are refused the buffers are ordinary, page-aligned pages.
+    """
 
     def __init__(self, count: int, size: int) -> None:
-        self._maps = [mmap.mmap(-1, size) for _ in range(count)]
-        self.views: list[memoryview] = [memoryview(m) for m in self._maps]
+        self._map = mmap.mmap(-1, count * size + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        whole = memoryview(self._map)
+        start = -address(whole) % HUGE_PAGE
+        advice = getattr(mmap, "MADV_HUGEPAGE", None)
+        if advice is not None:
+            try:
+                self._map.madvise(advice, start, count * size)
+            except OSError as exc:
+                log.debug("madvise(MADV_HUGEPAGE) of the DISK staging buffers failed (%s); using normal pages", exc)
+        self.views: list[memoryview] = [whole[start + i * size:start + (i + 1) * size] for i in range(count)]
+        self._whole = whole
 
     def close(self) -> None:
+        """Unmap the buffers (idempotent); their views must not be used afterwards."""
         for v in self.views:
             v.release()
-        for m in self._maps:
-            m.close()
-        self.views, self._maps = [], []
-
+        self.views = []
+        self._whole.release()
+        self._map.close()
 
 def address(view: memoryview) -> int:
     """The address of the first byte of writable, C-contiguous ``view``."""
