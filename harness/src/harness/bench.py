@@ -208,14 +208,15 @@ def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> in
     print(f"harness bench: A/B mode: A = {ref} ({sides.sha[:12]}) in {sides.a.root}, B = the working tree in "
           f"{sides.b.root} (ready in {time.perf_counter() - started:.0f} s)", flush=True)
     logs = out / "logs"
-    specs = [WorkerSpec("A (ref)", str(sides.a.python), sides.a.root, logs / "A.log"),
-             WorkerSpec("B (working tree)", str(sides.b.python), sides.b.root, logs / "B.log")]
+    specs = [WorkerSpec("A (ref)", str(sides.a.python), sides.a.workdir, logs / "A.log"),
+             WorkerSpec("B (working tree)", str(sides.b.python), sides.b.workdir, logs / "B.log")]
     budget = replace(AB_ENTRY_BUDGET, seconds=args.budget) if args.budget else AB_ENTRY_BUDGET
     suite = _suite(args.suite)
     suites: list[str | Path] = [side.inside(suite) for side in (sides.a, sides.b)] if isinstance(suite, Path) \
         else [suite, suite]
-    # the same rootdir path on both sides gives the same nodeids (B's tree is a link, which the cwd would resolve)
-    args_of = [worker_args(suite_of, [f"--rootdir={side.root}", *pytest_args])
+    # the same rootdir path on both sides gives the same nodeids; each side reads its own tree's pytest configuration
+    args_of = [worker_args(suite_of, [f"--rootdir={side.root}", *([f"--config-file={side.config}"] if side.config else []),
+                                      *pytest_args])
                for suite_of, side in zip(suites, (sides.a, sides.b))]
     shared = (out / "ab" / "shared").resolve()
     shutil.rmtree(shared, ignore_errors=True)

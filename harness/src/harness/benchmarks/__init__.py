@@ -21,6 +21,10 @@ Writing a benchmark (a new file ``test_bench_<area>.py`` here, e.g. for CUDA, DI
   be static (a marker): the runner times every entry of the group round for round beside it. A *peer*,
   ``@pytest.mark.bench_role("peer", peer="numba CUDA simulator")``, is another project's figure for scale (CuPy,
   numba, a vendor library): shown, judged, never failing.
+* **Threads**: the runner keeps both workers of a comparison on one CPU (the idlest), so rounds of two versions see the
+  same core; a benchmark that runs several threads at once says how many with ``@pytest.mark.bench_threads(n)`` and
+  gets that many CPUs (the CPU kernel entries, on every core, and the all-core BLAS limit). A process a benchmark
+  starts (a server) is pinned with its worker.
 * **Inputs shared by both sides**: a file whose place on disk affects the timing (a read benchmark's input) goes in
   the ``bench_shared_dir`` fixture's directory, written once when absent (by a rename), so both versions of an A/B run
   read the same blocks; per-process resources that differ from one process to the next (a server, a temporary file)

@@ -43,7 +43,9 @@ from runtime_core.dtype import dtypes
 
 MiB = 1 << 20
 BIG = 64 * MiB
-_NOISY = 0.5  # 64 MiB over loopback moves with the machine's memory bandwidth and load (see test_bench_copy)
+# 64 MiB over loopback moves with the machine's memory bandwidth and load; the socket limit timed beside each round
+# cancels most of it, the rest (two processes, a server's scheduling) needs 20% in stored-baseline mode
+_NOISY = 0.2
 _START_S = 60
 
 

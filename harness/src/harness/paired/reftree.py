@@ -8,6 +8,10 @@
   and sees every commit of the repository at once;
 - ``<cache>/treeB``: a symbolic link to the working tree, so both sides import their code through paths of the same
   length;
+- ``<cache>/runA`` and ``<cache>/runB``: the (empty) working directories of the two workers. A process that starts in
+  the link would see the working tree's real path as its current directory (``getcwd`` resolves links), and ``python
+  -m`` puts that directory first on ``sys.path``, so the two sides would again differ in a path's length; each side's
+  pytest configuration is then named explicitly (``Side.config``);
 - ``<cache>/envA`` and ``<cache>/envB``: virtual environments of the running interpreter holding each tree's packages
   (editable installs, the packages the running environment has in editable form) and exactly the third-party versions
   of the running environment, so the two sides differ only in our code. Each is rebuilt when that list, its tree's
@@ -38,7 +42,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
-__all__ = ["RefError", "Side", "Sides", "default_ref", "prepare_sides"]
+__all__ = ["RefError", "Side", "Sides", "default_ref", "prepare_sides", "pytest_config"]
 
 _MAIN_BRANCHES = ("main", "origin/main", "master", "origin/master")
 
@@ -49,12 +53,15 @@ class RefError(RuntimeError):
 
 @dataclass(frozen=True)
 class Side:
-    """One side of an A/B run: the tree its tests run in (``root``), its interpreter, and where the working tree's
-    paths are in that tree (``inside``)."""
+    """One side of an A/B run: the tree its tests run in (``root``), its interpreter, the working directory of its
+    worker (``workdir``), its tree's pytest configuration file (``config``; None without one), and where the working
+    tree's paths are in that tree (``inside``)."""
 
     root: Path
     python: Path
     top: Path
+    workdir: Path
+    config: Path | None
 
     def inside(self, path: Path) -> Path:
         """Where ``path`` of the working tree is in this side's tree. Raises RefError for a path outside the working
@@ -120,15 +127,39 @@ def prepare_sides(ref: str, cache: Path, progress: Callable[[str], None]) -> Sid
     if not (tree_b.is_symlink() and tree_b.resolve() == top):
         tree_b.unlink(missing_ok=True)
         tree_b.symlink_to(top, target_is_directory=True)
+    workdirs = [cache / "runA", cache / "runB"]
+    for workdir in workdirs:
+        workdir.mkdir(exist_ok=True)
     editable, pinned = _running_packages(top)
     if not editable:
         progress("harness bench: no package of this repository is installed editable here, so both sides run their "
                  "trees' tests with this interpreter")
-        python = Path(sys.executable)
-        return Sides(ref, sha, Side(tree_a, python, top), Side(tree_b, python, top))
-    pythons = [_environment(tree, cache / f"env{side}", editable, pinned, progress)
-               for side, tree in (("A", tree_a), ("B", tree_b))]
-    return Sides(ref, sha, Side(tree_a, pythons[0], top), Side(tree_b, pythons[1], top))
+        pythons = [Path(sys.executable)] * 2
+    else:
+        pythons = [_environment(tree, cache / f"env{side}", editable, pinned, progress)
+                   for side, tree in (("A", tree_a), ("B", tree_b))]
+    a, b = (Side(tree, python, top, workdir, pytest_config(tree))
+            for tree, python, workdir in zip((tree_a, tree_b), pythons, workdirs))
+    return Sides(ref, sha, a, b)
+
+
+# pytest's configuration files in the order it looks for them in a directory, each with the section it must hold
+_PYTEST_CONFIGS = (("pytest.ini", ""), (".pytest.ini", ""), ("pyproject.toml", "[tool.pytest.ini_options]"),
+                   ("tox.ini", "[pytest]"), ("setup.cfg", "[tool:pytest]"))
+
+
+def pytest_config(root: Path) -> Path | None:
+    """The file pytest would read its configuration from in directory ``root`` (the first of pytest.ini,
+    .pytest.ini, pyproject.toml, tox.ini and setup.cfg that exists and, but for the .ini files, holds pytest's
+    section), or None."""
+    for name, section in _PYTEST_CONFIGS:
+        path = root / name
+        try:
+            if path.is_file() and section in path.read_text(encoding="utf-8", errors="replace"):
+                return path
+        except OSError:
+            continue
+    return None
 
 
 def _environment(tree: Path, env: Path, editable: list[str], pinned: list[str],
