@@ -8,6 +8,7 @@
   and sees every commit of the repository at once;
 - ``<cache>/treeB``: a symbolic link to the working tree, so both sides import their code through paths of the same
   length;
+- both trees' packages byte-compiled before the workers start (``compileall``), so neither side compiles at import;
 - ``<cache>/runA`` and ``<cache>/runB``: the (empty) working directories of the two workers. A process that starts in
   the link would see the working tree's real path as its current directory (``getcwd`` resolves links), and ``python
   -m`` puts that directory first on ``sys.path``, so the two sides would again differ in a path's length; each side's
@@ -138,6 +139,8 @@ def prepare_sides(ref: str, cache: Path, progress: Callable[[str], None]) -> Sid
     else:
         pythons = [_environment(tree, cache / f"env{side}", editable, pinned, progress)
                    for side, tree in (("A", tree_a), ("B", tree_b))]
+        for python, tree in zip(pythons, (tree_a, tree_b)):
+            _precompile(python, tree, editable)
     a, b = (Side(tree, python, top, workdir, pytest_config(tree))
             for tree, python, workdir in zip((tree_a, tree_b), pythons, workdirs))
     return Sides(ref, sha, a, b)
@@ -185,6 +188,16 @@ def _environment(tree: Path, env: Path, editable: list[str], pinned: list[str],
     _through(tree, env)
     stamp_file.write_text(stamp + "\n")
     return python
+
+
+def _precompile(python: Path, tree: Path, editable: list[str]) -> None:
+    """Byte-compile ``tree``'s packages with ``python`` (``compileall``; up-to-date files are skipped) before the
+    workers start, so both sides import cached bytecode: the freshly cleaned ref tree would otherwise compile every
+    module at import, which leaves its worker's (and its servers') heap laid out differently from the other side's.
+    A failure (a syntax error in the tree) is left for the import to report."""
+    dirs = [str(tree / path) for path in editable if (tree / path).is_dir()]
+    if dirs:
+        subprocess.run([str(python), "-m", "compileall", "-q", *dirs], capture_output=True, check=False)
 
 
 def _through(tree: Path, env: Path) -> None:
