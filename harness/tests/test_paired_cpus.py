@@ -49,6 +49,12 @@ def test_a_count_below_one_is_refused(fake_stat: Path) -> None:
         CpuChooser().choose(0)
 
 
+def test_lines_of_proc_stat_in_another_format_are_skipped(fake_stat: Path) -> None:
+    chooser = CpuChooser()
+    fake_stat.write_text("cpu0 100 0 100 5 0 0\n\ncpu1 1 2 3 x 5 6\ncpu2 100 0 100 9 0 0\n")
+    assert chooser.choose() == {2}  # cpu0 +5, cpu1 unreadable (as if 0), cpu2 +9
+
+
 def test_without_proc_stat_placement_is_left_to_the_scheduler(fake_stat: Path) -> None:
     chooser = CpuChooser()
     fake_stat.unlink()

@@ -217,6 +217,13 @@ def _zero_median_rounds() -> dict:
     return doc
 
 
+def _paired_zero_round() -> dict:
+    """An entry timed beside a limit (stored mode) with one round of 0 s: no ratio to the limit's round exists."""
+    data = [1e-3, 0.0, 1.1e-3, 1.2e-3]
+    return synth.run([synth.benchmark("t::x", np.asarray(data), {"paired_limit": {"fullname": "t::lim", "data": [
+        1e-3] * 4}}), synth.benchmark("t::lim", np.full(4, 1e-3), {"role": "limit", "limit": True})])
+
+
 def _without_median() -> dict:
     doc = _good()
     del doc["benchmarks"][0]["stats"]["median"]
@@ -236,6 +243,7 @@ BAD_INPUTS: list[tuple[str, object, str]] = [
     ("twice", {**_good(), "benchmarks": _good()["benchmarks"] * 2}, "'t::x' appears twice"),
     ("zero median data", _zero_median_rounds(), "the median of stats.data is 0 s"),
     ("negative data", _negative_round(), "stats.data holds a non-finite or negative time"),
+    ("paired zero round", _paired_zero_round(), "(t::x): stats.data holds a round of 0 s"),
 ]
 
 

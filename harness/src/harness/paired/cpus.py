@@ -39,7 +39,10 @@ class CpuChooser:
             return {}
         idle = {}
         for line in lines:
-            name, *fields = line.split()
-            if name.startswith("cpu") and name[3:].isdigit() and len(fields) >= 5:
-                idle[int(name[3:])] = int(fields[3]) + int(fields[4])
+            fields = line.split()  # cpuN user nice system idle iowait ...
+            if len(fields) >= 6 and fields[0].startswith("cpu") and fields[0][3:].isdigit():
+                try:
+                    idle[int(fields[0][3:])] = int(fields[4]) + int(fields[5])
+                except ValueError:
+                    continue  # a line not in the kernel's format counts as unreadable, like a missing CPU
         return idle

@@ -210,6 +210,9 @@ def _parse_benchmark(entry: object, where: str) -> BenchmarkRecord:
     if data is not None and data.size != rounds:
         raise ReportInputError(f"{where}: stats.data holds {data.size} round times but stats.rounds is {rounds}")
     paired_limit, paired_data = _parse_paired_limit(extra_info.get(PAIRED_LIMIT_KEY), rounds, where)
+    if paired_data is not None and data is not None and not np.all(data > 0):
+        raise ReportInputError(f"{where}: stats.data holds a round of 0 s; its ratio to the paired limit's round "
+                               f"is undefined")
     return BenchmarkRecord(
         fullname=fullname,
         name=name,
