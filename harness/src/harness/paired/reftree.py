@@ -43,6 +43,9 @@ from pathlib import Path
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
+import pytest
+from _pytest.config.findpaths import load_config_dict_from_file  # pytest's own reading of a config file
+
 __all__ = ["RefError", "Side", "Sides", "default_ref", "prepare_sides", "pytest_config"]
 
 _MAIN_BRANCHES = ("main", "origin/main", "master", "origin/master")
@@ -146,22 +149,26 @@ def prepare_sides(ref: str, cache: Path, progress: Callable[[str], None]) -> Sid
     return Sides(ref, sha, a, b)
 
 
-# pytest's configuration files in the order it looks for them in a directory, each with the section it must hold
-_PYTEST_CONFIGS = (("pytest.ini", ""), (".pytest.ini", ""), ("pyproject.toml", "[tool.pytest.ini_options]"),
-                   ("tox.ini", "[pytest]"), ("setup.cfg", "[tool:pytest]"))
+# the files pytest looks for in a directory, in its order (pytest >= 9 also reads pytest.toml and .pytest.toml; an
+# older pytest finds no configuration in them, as its own discovery does not)
+_PYTEST_CONFIGS = ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 
 
 def pytest_config(root: Path) -> Path | None:
-    """The file pytest would read its configuration from in directory ``root`` (the first of pytest.ini,
-    .pytest.ini, pyproject.toml, tox.ini and setup.cfg that exists and, but for the .ini files, holds pytest's
-    section), or None."""
-    for name, section in _PYTEST_CONFIGS:
+    """The file pytest would read its configuration from in directory ``root``, or None: the first of
+    ``_PYTEST_CONFIGS`` that exists and that pytest's own loader (``_pytest.config.findpaths``, the one its rootdir
+    discovery uses) finds a configuration in, e.g. a pyproject.toml only with ``[tool.pytest]`` or
+    ``[tool.pytest.ini_options]``. A file pytest cannot read (bad TOML, a ``[pytest]`` section in setup.cfg) is
+    returned too, so that the worker's pytest reports the error, as a plain run in the tree would."""
+    for name in _PYTEST_CONFIGS:
         path = root / name
-        try:
-            if path.is_file() and section in path.read_text(encoding="utf-8", errors="replace"):
-                return path
-        except OSError:
+        if not path.is_file():
             continue
+        try:
+            if load_config_dict_from_file(path) is not None:
+                return path
+        except (Exception, pytest.fail.Exception):
+            return path
     return None
 
 

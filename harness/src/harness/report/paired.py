@@ -137,7 +137,7 @@ def _wilcoxon(d: np.ndarray) -> float:
     return float(sps.wilcoxon(d, alternative="two-sided").pvalue)
 
 
-def unit_log_ratios(first: Sequence[float], second: Sequence[float]) -> np.ndarray:
+def unit_log_ratios(first: Sequence[float] | np.ndarray, second: Sequence[float] | np.ndarray) -> np.ndarray:
     """Per unit of four rounds taken in the order A B B A: ``(ln(B_1/A_1) + ln(B_2/A_2)) / 2``, given each side's
     rounds in time order (two per unit). Both orders of a pair occur once per unit, so an effect of going first or
     second cancels, and so does a drift that is linear over the unit."""
