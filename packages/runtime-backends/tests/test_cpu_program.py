@@ -256,3 +256,17 @@ def test_a_value_equal_to_a_validated_one_is_still_refused(bad):
     prg(buf.opaque, global_size=(4,), vals=(int(bad),))
     with pytest.raises(ValueError, match="vals must be int32"):
         prg(buf.opaque, global_size=(4,), vals=(bad,))
+
+
+@pytest.mark.parametrize(("good", "bad"), [({"global_size": (4,)}, {"global_size": (4.0,)}),
+                                           ({"global_size": (1,)}, {"global_size": (True,)}),
+                                           ({"local_size": (1, 1, 1)}, {"local_size": (1.0, 1, 1)})])
+def test_a_size_equal_to_a_validated_one_is_still_refused(cc, good, bad):
+    prg = load(cc, thread_ids_kernel())
+    out, sizes = np.full(4, -1, np.int32), np.zeros(6, np.int32)
+    for _ in range(2):  # validated, then replayed from the memo
+        prg(out.ctypes.data, sizes.ctypes.data, vals=(0,), **good)
+    out[:] = -1
+    with pytest.raises(ValueError, match="_size must be 1-3 positive ints"):
+        prg(out.ctypes.data, sizes.ctypes.data, vals=(0,), **bad)
+    assert list(out) == [-1] * 4

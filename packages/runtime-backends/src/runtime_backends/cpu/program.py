@@ -104,7 +104,8 @@ class CPUProgram:
             launch = self._launches[bufs, global_size, local_size, vals]
         except (KeyError, TypeError):  # new arguments, or unhashable ones (lists): validate
             return self._prepare(bufs, global_size, local_size, vals)(wait)
-        if not _plain_ints(bufs, vals):  # True or 4.0 hash like 1 and 4: never let them ride a validated launch
+        # True or 4.0 hash like 1 and 4: never let them ride a validated launch (in bufs, vals or sizes)
+        if not _plain_ints(bufs, (*vals, *global_size, *local_size)):
             return self._prepare(bufs, global_size, local_size, vals)(wait)
         if launch.direct and type(global_size) is tuple and type(local_size) is tuple and type(vals) is tuple:
             self._last = (bufs, global_size, local_size, vals, launch.fn, launch.block)
