@@ -16,7 +16,7 @@ import pytest
 from runtime_backends.disk import device as disk_device
 from runtime_backends.disk.device import STREAM_MIN
 from runtime_backends.disk.files import DiskFile
-from runtime_backends.disk.readers import Job, PreadReader, plan
+from runtime_backends.disk.readers import HUGE_PAGE, Job, PreadReader, StagingPool, address, plan
 from runtime_backends.disk.uring import Ring, setup_error_reason
 from runtime_core import Allocator, Buffer, Compiled, Device, dtypes
 from runtime_core.sink import CopySink
@@ -411,3 +411,22 @@ def test_devices_without_host_memory_take_staged_pieces(view_of, monkeypatch, gp
     dest.copy_from(view)
     np.testing.assert_array_equal(dest.numpy(), expected)
     assert view.dev.read_path == ("io_uring" if path == "1" else "preadv")
+
+
+@pytest.mark.parametrize(("count", "size"), [(8, 2 << 20), (2, 1 << 20), (3, 5000), (1, 0), (0, 4096)])
+def test_staging_buffers_start_on_huge_pages_and_hold_their_size(count: int, size: int) -> None:
+    pool = StagingPool(count, size)
+    try:
+        assert [v.nbytes for v in pool.views] == [size] * count
+        assert all(address(v) % HUGE_PAGE == 0 for v in pool.views if v.nbytes)
+        for i, view in enumerate(pool.views):  # writable and apart: no buffer overlaps the next
+            view[:] = bytes([i + 1]) * size
+        assert all(bytes(v) == bytes([i + 1]) * size for i, v in enumerate(pool.views))
+    finally:
+        pool.close()
+    pool.close()  # idempotent
+
+
+def test_a_negative_staging_pool_is_refused() -> None:
+    with pytest.raises(ValueError, match="count and a size >= 0, got -1 buffers of 4096 bytes"):
+        StagingPool(-1, 4096)

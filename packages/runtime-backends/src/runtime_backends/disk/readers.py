@@ -125,16 +125,19 @@ class StagingPool:
     """
 
     def __init__(self, count: int, size: int) -> None:
-        self._map = mmap.mmap(-1, count * size + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        if count < 0 or size < 0:
+            raise ValueError(f"a staging pool needs a count and a size >= 0, got {count} buffers of {size} bytes")
+        stride = -(-size // HUGE_PAGE) * HUGE_PAGE  # every buffer starts on a huge page
+        self._map = mmap.mmap(-1, count * stride + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         whole = memoryview(self._map)
         start = -address(whole) % HUGE_PAGE
         advice = getattr(mmap, "MADV_HUGEPAGE", None)
-        if advice is not None:
+        if advice is not None and count * stride:
             try:
-                self._map.madvise(advice, start, count * size)
+                self._map.madvise(advice, start, count * stride)
             except OSError as exc:
                 log.debug("madvise(MADV_HUGEPAGE) of the DISK staging buffers failed (%s); using normal pages", exc)
-        self.views: list[memoryview] = [whole[start + i * size:start + (i + 1) * size] for i in range(count)]
+        self.views: list[memoryview] = [whole[start + i * stride:start + i * stride + size] for i in range(count)]
         self._whole = whole
 
     def close(self) -> None:
