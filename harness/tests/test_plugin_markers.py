@@ -160,7 +160,7 @@ def test_bad(benchmark):
     result.stdout.fnmatch_lines([f"*test_bad: @pytest.mark.{said}*" if "role '" not in said else f"*{said}*"])
 
 
-@pytest.mark.parametrize("args", ["0", "'2'", "True", "1, 2"])
+@pytest.mark.parametrize("args", ["0", "'2'", "True", "1, 2", "n=2"])
 def test_bench_threads_misuse_fails_the_test_with_the_reason(fake_pytester: pytest.Pytester, args: str) -> None:
     fake_pytester.makepyfile(f"""
 import pytest

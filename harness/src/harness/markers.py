@@ -153,7 +153,8 @@ def bench_threads(node: pytest.Item) -> int:
         return 1
     count = mark.args[0] if len(mark.args) == 1 and not mark.kwargs else None
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-        _misuse(node, f"@pytest.mark.bench_threads takes one int >= 1 (threads run at once), got {mark.args!r}")
+        given = ", ".join([repr(a) for a in mark.args] + [f"{k}={v!r}" for k, v in mark.kwargs.items()])
+        _misuse(node, f"@pytest.mark.bench_threads takes one int >= 1 (threads run at once), got ({given})")
     return count
 
 
