@@ -12,7 +12,7 @@ import test_report_synth as synth
 from scipy import stats as sps
 
 from harness.report import Verdict, compare, parse_run
-from harness.report.paired import judge, log_ratios, median_ci
+from harness.report.paired import judge, log_ratios, median_ci, sign_test_p
 
 ENTRY, LIMIT = "b.py::test_copy[CPU]", "b.py::test_copy_limit"
 
@@ -178,7 +178,7 @@ def test_holm_adjusts_step_down_and_keeps_nan():
 
 
 def test_a_b_p_values_are_adjusted_over_the_runs_entries():
-    # 8 pairs all 20% slower: the smallest p a signed-rank test of 8 pairs can give (2 / 256), enough alone but not
+    # 8 pairs all 20% slower: the smallest p a sign test of 8 pairs can give (2 / 256), enough alone but not
     # beside 30 other entries, where a chance p of that size is expected once in four runs
     def runs(others: int) -> tuple[dict, dict]:
         rng = np.random.default_rng(8)
@@ -198,3 +198,17 @@ def test_a_b_p_values_are_adjusted_over_the_runs_entries():
     a, b = runs(30)
     among = {c.fullname: c for c in compare(b, a).comparisons}["t::slow"]
     assert among.verdict is Verdict.UNCHANGED and among.p_value == pytest.approx(31 * 2 / 256)
+
+
+def test_the_sign_test_counts_signs_only() -> None:
+    assert sign_test_p(np.full(8, 0.2)) == pytest.approx(2 / 2**8)  # all 8 one way: 2 * (1/2)**8, exactly
+    assert sign_test_p(np.array([0.1, -0.1, 0.2, -0.3])) == pytest.approx(1.0)
+    assert math.isnan(sign_test_p(np.array([0.0, 0.0, 0.1])))  # one nonzero pair: nothing to test
+
+
+def test_a_few_huge_pairs_of_either_sign_do_not_hide_a_consistent_shift() -> None:
+    rng = np.random.default_rng(5)
+    d = np.log(1.085) + rng.normal(0, 0.004, 152)
+    d[rng.choice(152, 30, replace=False)] = rng.choice([-1.0, 1.0], 30) * rng.uniform(0.5, 2.0, 30)  # preempted rounds
+    verdict = judge(d, alpha=0.01, confidence=0.95, min_effect=0.03)
+    assert verdict.verdict is Verdict.REGRESSED and verdict.p_value < 1e-10

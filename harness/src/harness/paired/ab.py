@@ -29,7 +29,7 @@ from harness.report.paired import half_width, judge, log_ratios
 __all__ = ["CONTROL_BUDGET", "ENTRY_BUDGET", "AbResult", "run_ab"]
 
 # 20 pairs at least: the run's p-values are Holm-adjusted over its ~50 entries, so an entry needs p < 0.01 / 50, and
-# a two-sided signed-rank test of n pairs cannot go below 2 / 2**n (n = 14: 1.2e-4, reached only when every pair
+# a two-sided sign test of n pairs cannot go below 2 / 2**n (n = 14: 1.2e-4, reached only when every pair
 # agrees); with 14 pairs and a 4 s budget, slow entries (0.1-0.3 s a call) planted 5% slower missed alpha by a
 # little (p 0.01-0.2), so they get 20 pairs and 6 s
 ENTRY_BUDGET = Budget(seconds=6.0, confidence=0.95, min_rounds=20)

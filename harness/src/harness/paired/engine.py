@@ -4,7 +4,7 @@ Each round is one ``time`` request to one worker, answered before the next is se
 back to back and never at the same time. Rounds of a pair use the same number of iterations (calls of the benchmarked
 function), chosen so that a round of the faster side lasts about ``Budget.round_s``: long enough to average the
 timer's and the scheduler's jitter, short enough that few rounds are hit by a preemption on a loaded machine (a
-preempted round is an outlier that medians and signed ranks shrug off).
+preempted round is an outlier that medians and the sign test shrug off).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class Budget:
     """How one benchmark is measured.
 
     ``round_s``: target seconds of one round (of the faster side); ``min_rounds``: rounds per side before stopping is
-    considered (8 is the least for which a two-sided signed-rank p-value can go below 0.01); ``max_rounds``: a cap;
+    considered (8 is the least for which a two-sided sign-test p-value can go below 0.01); ``max_rounds``: a cap;
     ``seconds``: the time budget for the rounds of one benchmark, all sides together (setup and calibration excluded);
     ``precision``: stop once the CI half-width, in log ratio, is at most this; ``confidence``: the CI's level.
     """

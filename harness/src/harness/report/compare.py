@@ -4,7 +4,7 @@ The mode follows from the runs:
 
 - **A/B** (the two files of one paired A/B run: RUN_KEY mode "ab" and the same pairing id; baseline = side A, the git
   ref, current = side B, the working tree): round i of a benchmark on one side was taken right beside round i on the
-  other, so the verdict comes from the per-pair ratios (``harness.report.paired.judge``: signed-rank test, CI of the
+  other, so the verdict comes from the per-pair ratios (``harness.report.paired.judge``: sign test, CI of the
   median ratio, minimum effect), which machine drift cannot move. The entries' p-values are Holm-adjusted over the
   run (``harness.report.paired.holm``), so the chance of any false alarm in a run stays at alpha.
 - **stored baseline** (any other pair of runs; they were taken at different moments): each benchmark's rounds are
@@ -37,7 +37,7 @@ from harness.report.errors import ReportInputError
 from harness.report.groups import XLimit, group_limits, role, x_limits
 from harness.report.load import BenchmarkRecord, BenchmarkRun, parse_run
 from harness.report.machine import machine_id, machine_mismatch
-from harness.report.paired import Paired, holm, judge, log_ratios, signed_rank_p, unit_log_ratios
+from harness.report.paired import Paired, holm, judge, log_ratios, sign_test_p, unit_log_ratios
 from harness.report.stats import SampleComparison, compare_normalized, compare_records, compare_samples
 from harness.report.thresholds import parse_threshold
 from harness.report.verdict import Verdict
@@ -279,7 +279,7 @@ def _pair_ratios(now: BenchmarkRecord, before: BenchmarkRecord) -> np.ndarray:
 
 
 def _holm_of_entries(names: Sequence[str], cur: BenchmarkRun, base: BenchmarkRun) -> dict[str, float]:
-    """fullname -> Holm-adjusted signed-rank p-value, over the entries on both sides whose rounds pair up (limits
+    """fullname -> Holm-adjusted sign-test p-value, over the entries on both sides whose rounds pair up (limits
     and peers, which never fail, are judged on their own p-values)."""
     tested: dict[str, float] = {}
     for name in names:
@@ -291,7 +291,7 @@ def _holm_of_entries(names: Sequence[str], cur: BenchmarkRun, base: BenchmarkRun
         except ValueError:
             continue
         if d.size:
-            tested[name] = signed_rank_p(d)
+            tested[name] = sign_test_p(d)
     return dict(zip(tested, holm(list(tested.values()))))
 
 

@@ -103,8 +103,8 @@ def method(result: ComparisonResult, history_runs: int) -> str:
     if result.mode == MODE_AB:
         return (
             "A/B: both versions ran in two long-lived workers on the same CPU, in alternating rounds (A B B A ...), "
-            "so each pair of rounds saw the same machine. Regressed/improved: the two-sided Wilcoxon signed-rank test "
-            f"of the per-pair log ratios is significant at {result.alpha:g} after Holm's adjustment over the run's "
+            "so each pair of rounds saw the same machine. Regressed/improved: the two-sided exact sign test of the "
+            f"per-pair log ratios is significant at {result.alpha:g} after Holm's adjustment over the run's "
             f"entries (for limits and peers: unadjusted), the {result.confidence:.0%} CI of the "
             "median per-pair ratio lies entirely beyond 1, and that ratio is beyond the minimum effect of "
             f"{percent(result.min_effect)}. 'detectable' is the smallest change this run could have flagged; rounds "
