@@ -301,3 +301,14 @@ def test_workers_get_as_many_cpus_as_the_benchmark_runs_threads(root):
     allowed = os.sched_getaffinity(0)
     assert len(cpus["test_two_threads"]) == 2 and set(cpus["test_two_threads"]) <= allowed
     assert len(cpus["test_one_thread"]) == 1 and set(cpus["test_one_thread"]) <= allowed
+
+
+def test_a_benchmark_module_that_does_not_import_fails_the_run(root, capsys):
+    suite = write_suite(root)
+    (suite / "test_broken_import.py").write_text("import no_such_module_here\n\n\ndef test_x(benchmark):\n"
+                                                 "    benchmark(len, [])\n", encoding="utf-8")
+    assert run_bench(root) == 1
+    err = capsys.readouterr().err
+    assert "could not collect 1 module(s), so nothing was run" in err
+    assert "test_broken_import.py" in err and "No module named 'no_such_module_here'" in err
+    assert not (root / "out" / "runs").exists() or not list((root / "out" / "runs").glob("*.json"))

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from harness.paired.engine import Budget, Rounds, Side, calibrate, iterations_for, measure
-from harness.paired.process import WorkerProcess
+from harness.paired.process import WorkerError, WorkerProcess
 
 __all__ = ["FAILED", "PASSED", "SKIPPED", "Collected", "Finished", "Outcome", "WorkerSpec", "collected", "finish",
            "open_workers", "run_same", "start", "time_alone_or_beside"]
@@ -71,8 +71,14 @@ class Outcome:
 
 
 def collected(worker: WorkerProcess) -> Collected:
-    """Wait for the worker's collection report."""
+    """Wait for the worker's collection report. Raises WorkerError when a module could not be collected (an import
+    error): a run without its benchmarks would pass while checking less than it says."""
     message = worker.receive("collected")
+    errors = message.get("errors") or []
+    if errors:
+        lines = [f"  {e['nodeid']}: {(e['message'].strip().splitlines() or ['?'])[-1][:300]}" for e in errors]
+        raise WorkerError(f"the {worker.label} benchmark worker could not collect {len(errors)} module(s), so nothing "
+                          f"was run (see {worker.log}):\n" + "\n".join(lines))
     items = {item["nodeid"]: item for item in message["items"]}
     return Collected(items, message["machine_info"], message["commit_info"], message["version"],
                      message.get("clock", "perf_counter"))

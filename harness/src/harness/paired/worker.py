@@ -11,7 +11,8 @@ Protocol (controller -> worker ``op``, worker -> controller ``ev``):
 * after collection the worker sends ``collected``: ``items`` (nodeid, name, whether it uses the ``benchmark`` fixture,
   its static ``group`` from ``@pytest.mark.benchmark(group=...)`` formatted with the test's parameters, e.g.
   ``"compile-cold-{device}"`` -> ``"compile-cold-CPU"``, its ``role`` from ``@pytest.mark.bench_role`` and the
-  ``threads`` it runs at once from ``@pytest.mark.bench_threads``, default 1),
+  ``threads`` it runs at once from ``@pytest.mark.bench_threads``, default 1, and ``errors``: the collection errors,
+  nodeid and text, of modules that did not import),
   ``machine_info`` and ``commit_info`` (pytest-benchmark's hooks, so the harness's machine facts are in them) and
   ``version`` (pytest-benchmark's);
 * ``start`` {nodeid}: run that test. When its body calls ``benchmark(fn)`` or ``benchmark.pedantic(...)`` the worker
@@ -292,10 +293,15 @@ class WorkerPlugin:
         self.channel = channel
         self.fixture: PairedBenchmark | None = None
         self.reports: list[pytest.TestReport] = []
+        self.collect_errors: list[dict[str, str]] = []
 
     @pytest.hookimpl(trylast=True)
     def pytest_configure(self, config: pytest.Config) -> None:
         config.pluginmanager.register(_FixtureOverride(self), "harness-paired-fixture")
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:  # a module that does not import: the controller refuses to run without it
+            self.collect_errors.append({"nodeid": report.nodeid, "message": report.longreprtext})
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         items = [{"nodeid": item.nodeid, "name": item.name, "benchmark": "benchmark" in getattr(item, "fixturenames", ()),
@@ -303,7 +309,7 @@ class WorkerPlugin:
                  for item in session.items]
         machine, commit, version = _run_info(session.config)
         self.channel.send(ev="collected", items=items, machine_info=_plain(machine), commit_info=_plain(commit),
-                          version=version, clock=_CLOCK.name)
+                          version=version, clock=_CLOCK.name, errors=self.collect_errors)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.reports.append(report)
