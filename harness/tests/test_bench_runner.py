@@ -315,3 +315,26 @@ def test_a_benchmark_module_that_does_not_import_fails_the_run(root, capsys):
     assert "could not collect 1 module(s), so nothing was run" in err
     assert "test_broken_import.py" in err and "No module named 'no_such_module_here'" in err
     assert not (root / "out" / "runs").exists() or not list((root / "out" / "runs").glob("*.json"))
+
+
+def test_a_misspelled_backend_is_refused_before_anything_runs(root, capsys):
+    write_suite(root)
+    assert run_bench(root, "--backends", "CPUU") == 2
+    assert "--backends names 'CPUU', which is no backend; did you mean 'CPU'?" in capsys.readouterr().err
+    assert not (root / "out").exists()
+
+
+def test_a_run_that_times_no_entry_saves_nothing(root, capsys):
+    write_suite(root)
+    assert run_bench(root, "-k", "limit or peer") == 2
+    assert "no entry (our code) was timed, only 2 limit(s)/peer(s)" in capsys.readouterr().err
+    assert not list((root / "out" / "runs").glob("*.json"))
+
+
+def test_an_unknown_ref_says_so(root, capsys):
+    write_suite(root)
+    git(root, "init", "-q")
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "suite")
+    assert run_bench(root, "--against", "no-such-ref") == 2
+    assert "unknown git ref 'no-such-ref': not a branch, tag or commit" in capsys.readouterr().err

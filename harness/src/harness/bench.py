@@ -28,6 +28,7 @@ interrupted (Ctrl-C).
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import shutil
@@ -39,7 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.bench_schema import MODE_STORED, SHARED_DIR_ENV, SINGLE_THREAD_ENV
+from harness.bench_schema import ENTRY, MODE_STORED, SHARED_DIR_ENV, SINGLE_THREAD_ENV, role_of
 from harness.cli_args import ArgumentParser
 from harness.paired.ab import ENTRY_BUDGET as AB_ENTRY_BUDGET
 from harness.paired.ab import run_ab
@@ -117,6 +118,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness bench
                      f"go after '--' ({prog} -- {' '.join(unknown)}; with nox: nox -s bench -- -- {' '.join(unknown)})")
     pytest_args = [*(a for flag in _SELECTION for a in _selected(args, flag)), *after]
     try:
+        _check_backends(args.select_backends)
         store = _store(args)
         if args.promote:
             return _promote(store, Path(args.promote), args.accept_drift)
@@ -147,6 +149,27 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness bench
         return _INTERRUPTED
 
 
+def _check_backends(names: str | None) -> None:
+    """Refuse a ``--backends`` name that is neither registered nor one of the project's backends (a typo), before
+    anything runs: every device benchmark would skip and the run would measure nothing of ours."""
+    if not names:
+        return
+    from harness.markers import PROJECT_BACKENDS  # noqa: PLC0415 - imports the runtime, only when asked
+    from runtime_core.device import Device  # noqa: PLC0415
+
+    known = set(Device.backends()) | set(PROJECT_BACKENDS)
+    for name in (n.strip() for n in names.split(",")):
+        try:
+            backend = Device.canonicalize(name).partition(":")[0]
+        except ValueError:
+            backend = name
+        if backend not in known:
+            close = difflib.get_close_matches(backend.upper(), sorted(known), n=1, cutoff=0.5)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ReportInputError(f"--backends names {name!r}, which is no backend; {hint}known: "
+                                   f"{', '.join(sorted(known))}")
+
+
 def worker_args(suite: str | Path, pytest_args: Sequence[str]) -> list[str]:
     """The pytest command line of a benchmark worker: ``suite`` (a path, or a package name collected with --pyargs),
     without xdist (its workers would time concurrently) or the cache provider, plus the user's ``pytest_args``."""
@@ -173,9 +196,10 @@ def _stored(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -
         result = run_stored(workers, collected[0], _progress, entry_budget=budget)
         document = run_document(collected[0], result.records, {"mode": MODE_STORED})
     print(f"harness bench: measured {len(result.records)} benchmarks in {time.perf_counter() - started:.0f} s")
-    if not result.records:
-        raise ReportInputError("no benchmark was timed: every one was skipped or deselected (see above, e.g. no "
-                               "backend available, or -k/-m/--backends select nothing)")
+    if not any(role_of(r.get("extra_info") or {}) == ENTRY for r in result.records):
+        raise ReportInputError(f"no entry (our code) was timed, only {len(result.records)} limit(s)/peer(s): every "
+                               "entry was skipped or deselected (see above, e.g. no backend available, or "
+                               "-k/-m/--backends select nothing); nothing was saved")
     _write_json(run_file, document)
     if result.failed:
         aside = store.set_aside(run_file)

@@ -119,7 +119,11 @@ def prepare_sides(ref: str, cache: Path, progress: Callable[[str], None]) -> Sid
     """Check ``ref`` out in ``cache/treeA``, link ``cache/treeB`` to the working tree, and make both environments fit
     their trees (see the module doc)."""
     top = Path(_git("rev-parse", "--show-toplevel")).resolve()
-    sha = _git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    try:
+        sha = _git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    except RefError:
+        raise RefError(f"unknown git ref {ref!r}: not a branch, tag or commit of {top} (a remote branch may need "
+                       f"`git fetch`; `git branch -a` lists the branches)") from None
     cache = cache.resolve()
     tree_a, tree_b = cache / "treeA", cache / "treeB"
     if not (tree_a / ".git").exists():

@@ -71,7 +71,9 @@ NORMALIZED_HEAD = "ratio vs limit [CI]"
 X_LIMIT_LEGEND = (
     "x limit: how many times slower than its group's practical limit an entry ran in this run (1.80x = 1.8 times "
     "slower): the median of its rounds each divided by the limit round taken right beside it; marked * when the limit "
-    "was measured at another moment (its median)"
+    "was measured at another moment (its median). A limit's own row shows the median of all its rounds, pooled over "
+    "every entry it was timed beside, so an entry's figures and its x limit can point different ways; below 1x "
+    "the entry beat the limit (another thread count, or the limit's own noise)"
 )
 
 
