@@ -241,7 +241,10 @@ def test_ctrl_c_stops_with_one_line_and_leaves_no_worker(root):
     ''')
     command = [sys.executable, "-m", "harness", "bench", "--suite", str(root / "bench_suite"), "--out",
                str(root / "out"), "--budget", "600", "-k", "slow"]
-    process = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT at its default, whatever this pytest inherited (a job started in the background by a non-interactive
+    # shell ignores it, and Python then never raises KeyboardInterrupt)
+    process = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     workers: set[int] = set()  # every worker seen: on a loaded machine the two may not be up at the same poll
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(workers) < 2:

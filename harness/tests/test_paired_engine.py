@@ -121,5 +121,7 @@ def test_the_round_clock_takes_out_the_time_a_cpu_hog_on_the_same_cpu_takes():
         os.sched_setaffinity(0, saved)
     clock_ratio = np.median([s[0] for s in shared]) / np.median([a[0] for a in alone])
     wall_ratio = np.median([s[1] for s in shared]) / np.median([a[1] for a in alone])
-    assert wall_ratio > 1.4  # wall time: the hog took about half of the CPU
-    assert clock_ratio < 1.2  # the round clock: the same work, about the same time
+    # wall time: the hog took a share of the CPU (about half on an idle machine; less where other processes already
+    # share that CPU with both halves of the comparison, which the clock takes out of both)
+    assert wall_ratio > 1.15
+    assert clock_ratio < 1.2 and clock_ratio - 1 < 0.4 * (wall_ratio - 1)  # the round clock: the hog's share removed
