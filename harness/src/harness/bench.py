@@ -28,7 +28,6 @@ interrupted (Ctrl-C).
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import os
 import shutil
@@ -154,20 +153,11 @@ def _check_backends(names: str | None) -> None:
     anything runs: every device benchmark would skip and the run would measure nothing of ours."""
     if not names:
         return
-    from harness.markers import PROJECT_BACKENDS  # noqa: PLC0415 - imports the runtime, only when asked
-    from runtime_core.device import Device  # noqa: PLC0415
+    from harness.markers import backend_typo  # noqa: PLC0415 - imports the runtime, only when asked
 
-    known = set(Device.backends()) | set(PROJECT_BACKENDS)
     for name in (n.strip() for n in names.split(",")):
-        try:
-            backend = Device.canonicalize(name).partition(":")[0]
-        except ValueError:
-            backend = name
-        if backend not in known:
-            close = difflib.get_close_matches(backend.upper(), sorted(known), n=1, cutoff=0.5)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ReportInputError(f"--backends names {name!r}, which is no backend; {hint}known: "
-                                   f"{', '.join(sorted(known))}")
+        if (problem := backend_typo(name)) is not None:
+            raise ReportInputError(f"--backends names {name!r}, {problem}")
 
 
 def worker_args(suite: str | Path, pytest_args: Sequence[str]) -> list[str]:

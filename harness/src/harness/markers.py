@@ -13,7 +13,7 @@ from runtime_core.device import Device
 from runtime_core.dtype import DType
 
 __all__ = ["MARKERS", "PROJECT_BACKENDS", "register", "restriction_reason", "capability_reason", "bench_threshold",
-           "bench_role", "bench_group", "bench_threads"]
+           "bench_role", "bench_group", "bench_threads", "backend_typo"]
 
 PROJECT_BACKENDS = ("CPU", "PYTHON", "CUDA", "DISK", "CLOUD")
 """Backends this project ships: a marker may name one that is not installed here (the test then skips), while a name
@@ -63,19 +63,29 @@ def _names(node: _Marked, mark: pytest.Mark) -> set[str]:
     otherwise skip it on every backend, or never skip it)."""
     if not mark.args:
         _misuse(node, f"@pytest.mark.{mark.name}() names no backend; give names such as {mark.name}('CPU', 'PYTHON')")
-    known = set(Device.backends()) | set(PROJECT_BACKENDS)
     out = set()
     for n in mark.args:
         if not isinstance(n, str) or not n:
             _misuse(node, f"@pytest.mark.{mark.name} takes backend names as non-empty strings, got {n!r}")
-        name = Device.canonicalize(n)
-        if (backend := name.partition(":")[0]) not in known:
-            close = difflib.get_close_matches(backend, sorted(known), n=1, cutoff=0.5)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            _misuse(node, f"@pytest.mark.{mark.name} names {n!r}, which is no backend; {hint}registered: "
-                          f"{', '.join(sorted(Device.backends())) or 'none'}")
-        out.add(name)
+        if (problem := backend_typo(n)) is not None:
+            _misuse(node, f"@pytest.mark.{mark.name} names {n!r}, {problem}")
+        out.add(Device.canonicalize(n))
     return out
+
+
+def backend_typo(name: str) -> str | None:
+    """None when ``name`` (``"CPU"``, ``"cuda:1"``) names a registered backend or one of PROJECT_BACKENDS (maybe not
+    installed here); else what is wrong with it: "which is no backend; did you mean 'CPU'? registered: ..."."""
+    known = set(Device.backends()) | set(PROJECT_BACKENDS)
+    try:
+        backend = Device.canonicalize(name).partition(":")[0]
+    except ValueError:
+        backend = name
+    if backend in known:
+        return None
+    close = difflib.get_close_matches(backend, sorted(known), n=1, cutoff=0.5)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"which is no backend; {hint}registered: {', '.join(sorted(Device.backends())) or 'none'}"
 
 
 def _not_installed(names: set[str]) -> str:

@@ -14,9 +14,9 @@ Rule (``judge``; B is the version under test, a ratio > 1 is slower):
   It is the test the CI inverts, so the two agree, and it counts only signs: a round preempted on a loaded machine
   (a pair of any sign, any size) weighs like any other pair. The Wilcoxon signed-rank test, which ranks the sizes,
   lost a 5% planted slowdown with a tight CI (x1.085 [1.079, 1.096] over 152 pairs, p = 0.23) to a few huge pairs of
-  either sign; A run
-  judges every entry at once, so ``harness.report.compare`` adjusts the entries' p-values by Holm's method (``holm``):
-  the chance that any unchanged entry of the run is flagged stays at alpha, not alpha per entry;
+  either sign. A run judges every entry at once, so ``harness.report.compare`` adjusts the entries' p-values by
+  Holm's method (``holm``): the chance that any unchanged entry of the run is flagged stays at alpha, not alpha per
+  entry;
 - regressed: p < alpha AND the CI lies entirely above ratio 1 AND ``ratio >= 1 + min_effect``; improved: p < alpha AND
   the CI lies entirely below 1 AND ``ratio <= 1 / (1 + min_effect)``; else unchanged. The minimum effect is the size
   of change worth acting on; it also absorbs the small, real but irrelevant differences between two processes running

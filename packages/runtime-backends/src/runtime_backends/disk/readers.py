@@ -148,6 +148,7 @@ class StagingPool:
         self._whole.release()
         self._map.close()
 
+
 def address(view: memoryview) -> int:
     """The address of the first byte of writable, C-contiguous ``view``."""
     probe = np.frombuffer(view, dtype=np.uint8, count=min(1, view.nbytes))
