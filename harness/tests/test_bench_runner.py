@@ -149,6 +149,11 @@ def test_a_b_run_flags_the_slower_working_tree_and_lists_new_and_missing(root, c
     assert entry["ci"][0] > 1.0 and 0 < entry["detectable"] < 0.5
     a, b = (json.loads((root / "out" / "ab" / f"{side}.json").read_text()) for side in "AB")
     assert a["harness"]["pairing"] == b["harness"]["pairing"] and (a["harness"]["side"], b["harness"]["side"]) == ("A", "B")
+    # every benchmark was timed on three process pairs at once, its rounds interleaved: round i from worker i % 3
+    assert a["harness"]["process_pairs"] == 3 and {p.name for p in (root / "out" / "logs").iterdir()} == {
+        f"{side}{n}.log" for side in "AB" for n in (1, 2, 3)}
+    [a_entry] = [r for r in a["benchmarks"] if r["name"] == "test_entry"]
+    assert a_entry["options"]["process_pairs"] == 3 and a_entry["stats"]["rounds"] % 3 == 0
     out = capsys.readouterr().out
     assert "benchmark report (A/B): FAIL: 1 regressed" in out
 
@@ -158,7 +163,8 @@ def test_planted_slowdown_of_the_working_tree_is_flagged_for_every_benchmark(roo
     git(root, "init", "-q")
     git(root, "add", "bench_suite")
     git(root, "commit", "-qm", "suite")
-    assert run_bench(root, "--against", "HEAD", "--plant-slowdown", "1.3") == 1
+    assert run_bench(root, "--against", "HEAD", "--plant-slowdown", "1.3", "--process-pairs", "1") == 1
+    assert json.loads((root / "out" / "ab" / "B.json").read_text())["harness"]["process_pairs"] == 1
     doc = report(root)
     assert verdicts(doc) == {"test_entry": ("regressed", "entry"), "test_limit": ("moved", "limit"),
                              "test_peer": ("moved", "peer")}
@@ -176,6 +182,13 @@ def test_selection_passes_through_and_other_pytest_options_say_where_they_go(roo
     err = capsys.readouterr().err
     assert "unrecognized arguments: --lf; pytest options other than -k, -m and --backends go after '--'" in err
     assert err.count("\n") == 1
+
+
+def test_process_pairs_outside_a_b_mode_is_refused_before_anything_runs(root, capsys):
+    write_suite(root)
+    assert run_bench(root, "--process-pairs", "2") == 2
+    assert "--process-pairs belongs to A/B mode" in capsys.readouterr().err
+    assert not (root / "out" / "runs").exists()
 
 
 def test_save_baseline_of_a_selection_is_refused_before_anything_runs(root, capsys):

@@ -11,6 +11,7 @@ import pytest
 import test_report_synth as synth
 from scipy import stats as sps
 
+from harness.paired.stored import ENTRY_BUDGET as STORED_ENTRY_BUDGET
 from harness.report import Verdict, compare, parse_run
 from harness.report.paired import judge, log_ratios, median_ci, sign_test_p
 
@@ -138,6 +139,14 @@ def test_a_run_against_a_copy_with_one_benchmark_25_percent_slower_flags_it(name
     found = {c.fullname: c.verdict for c in result.comparisons}
     assert found == {name: Verdict.REGRESSED, ({ENTRY, LIMIT} - {name}).pop(): Verdict.UNCHANGED}
     assert result.failed is (name == ENTRY)
+
+
+def test_an_entry_with_the_fewest_stored_rounds_25_percent_slower_is_flagged():
+    rounds = STORED_ENTRY_BUDGET.min_rounds
+    run = stored_run(0, np.ones(rounds), count=rounds)
+    result = compare(plant(run, ENTRY, 1.25), run)
+    [entry] = [c for c in result.comparisons if c.fullname == ENTRY]
+    assert entry.normalized_paired and entry.verdict is Verdict.REGRESSED and result.failed
 
 
 def history(factors: list[float]) -> list:

@@ -42,7 +42,7 @@ from typing import Any
 from harness.bench_schema import ENTRY, MODE_STORED, SHARED_DIR_ENV, SINGLE_THREAD_ENV, role_of
 from harness.cli_args import ArgumentParser
 from harness.paired.ab import ENTRY_BUDGET as AB_ENTRY_BUDGET
-from harness.paired.ab import run_ab
+from harness.paired.ab import PROCESS_PAIRS, run_ab
 from harness.paired.process import WorkerError
 from harness.paired.reftree import RefError, default_ref, prepare_sides
 from harness.paired.runfile import run_document
@@ -83,6 +83,9 @@ def build_parser(prog: str = "python -m harness bench") -> ArgumentParser:
     parser.add_argument("--budget", type=_seconds, metavar="S",
                         help=f"seconds of rounds per entry before it stops short of the target precision (default: "
                         f"{ENTRY_BUDGET.seconds:g} stored, {AB_ENTRY_BUDGET.seconds:g} A/B)")
+    parser.add_argument("--process-pairs", type=_positive_int, metavar="N",
+                        help=f"A/B mode: time every benchmark on N pairs of worker processes (A, B) at once and pool "
+                        f"their rounds, so that one pair's placement luck cannot make a verdict (default {PROCESS_PAIRS})")
     parser.add_argument("--suite", default=DEFAULT_SUITE, metavar="TARGET",
                         help=f"the benchmarks to run: an importable package (collected with --pyargs) or a path "
                         f"(default {DEFAULT_SUITE})")
@@ -132,6 +135,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness bench
                 raise ReportInputError("--save-baseline belongs to stored-baseline mode: an A/B run judges the working "
                                        "tree against a ref and stores no run; drop --against, or --save-baseline")
             return _ab(args, store, pytest_args)
+        if args.process_pairs is not None:
+            raise ReportInputError("--process-pairs belongs to A/B mode (--against REF): stored-baseline mode times "
+                                   "each entry beside its limit in one pair of workers of the working tree")
         if args.plant_slowdown:
             raise ReportInputError("--plant-slowdown needs A/B mode (--against REF): it stretches the working tree's "
                                    "rounds against the unchanged ref")
@@ -222,8 +228,10 @@ def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> in
     print(f"harness bench: A/B mode: A = {ref} ({sides.sha[:12]}) in {sides.a.root}, B = the working tree in "
           f"{sides.b.root} (ready in {time.perf_counter() - started:.0f} s)", flush=True)
     logs = out / "logs"
-    specs = [WorkerSpec("A (ref)", str(sides.a.python), sides.a.workdir, logs / "A.log"),
-             WorkerSpec("B (working tree)", str(sides.b.python), sides.b.workdir, logs / "B.log")]
+    pairs = args.process_pairs or PROCESS_PAIRS
+    specs = [spec for n in range(1, pairs + 1)
+             for spec in (WorkerSpec(f"A{n} (ref)", str(sides.a.python), sides.a.workdir, logs / f"A{n}.log"),
+                          WorkerSpec(f"B{n} (working tree)", str(sides.b.python), sides.b.workdir, logs / f"B{n}.log"))]
     budget = replace(AB_ENTRY_BUDGET, seconds=args.budget) if args.budget else AB_ENTRY_BUDGET
     suite = _suite(args.suite)
     suites: list[str | Path] = [side.inside(suite) for side in (sides.a, sides.b)] if isinstance(suite, Path) \
@@ -231,7 +239,7 @@ def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> in
     # the same rootdir path on both sides gives the same nodeids; each side reads its own tree's pytest configuration
     args_of = [worker_args(suite_of, [f"--rootdir={side.root}", *([f"--config-file={side.config}"] if side.config else []),
                                       *pytest_args])
-               for suite_of, side in zip(suites, (sides.a, sides.b))]
+               for suite_of, side in zip(suites, (sides.a, sides.b))] * pairs
     shared = (out / "ab" / "shared").resolve()
     shutil.rmtree(shared, ignore_errors=True)
     shared.mkdir(parents=True)

@@ -29,8 +29,8 @@ from runtime_core.dtype import DType
 from runtime_core.ir import Kernel
 from runtime_core.program import Program
 
-__all__ = ["MakeBuffer", "HOST", "ROUNDS", "SLOW_CALL_S", "load", "launcher", "probe", "run", "median_seconds",
-           "record_time", "record_rate"]
+__all__ = ["MakeBuffer", "HOST", "ROUNDS", "SLOW_CALL_S", "check_equal", "load", "launcher", "probe", "run",
+           "median_seconds", "record_time", "record_rate"]
 
 HOST = "host"  # the ``device`` of limits and peers that use no device at all
 ROUNDS = 10  # rounds of a slow benchmark: 10 vs 10 lets the rank test reach p ~ 2e-4 (7 vs 7: 6e-4, exact)
@@ -86,6 +86,20 @@ def run(benchmark: Any, fn: Callable[[], Any], probe_s: float) -> None:
         benchmark(fn)
     else:
         benchmark.pedantic(fn, rounds=ROUNDS, iterations=1, warmup_rounds=0 if probe_s >= 1.0 else 1)
+
+
+def check_equal(got: Any, want: Any, what: str = "") -> None:
+    """Raise AssertionError, with numpy.testing's report of where and how many elements differ (and ``what``), unless
+    the arrays ``got`` and ``want`` have the same shape and elements (NaNs in the same places count as equal).
+
+    ``numpy.array_equal`` decides first: ``numpy.testing.assert_array_equal`` alone takes ~10 ns per element (2-3 s for
+    256 MiB of bytes), which every worker of a paired run paid in the setup of every large benchmark."""
+    if not np.array_equal(got, want, equal_nan=_has_nan_kind(got) and _has_nan_kind(want)):
+        np.testing.assert_array_equal(got, want, err_msg=what)
+
+
+def _has_nan_kind(values: Any) -> bool:
+    return np.asarray(values).dtype.kind in "fc"
 
 
 def probe(fn: Callable[[], Any]) -> tuple[Any, float]:

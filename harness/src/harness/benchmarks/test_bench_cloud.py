@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 
 from harness.benchmarks.kernels import empty_kernel
-from harness.benchmarks.measure import HOST, probe, record_rate, record_time, run
+from harness.benchmarks.measure import HOST, check_equal, probe, record_rate, record_time, run
 from runtime_backends.cloud.device import CloudDevice
 from runtime_backends.cloud.framing import BodyBuilder
 from runtime_backends.cloud.protocol import CopyOut, encode_requests
@@ -219,7 +219,7 @@ def test_cloud_copy_64mib(benchmark: Any, cloud: CloudDevice, rng: np.random.Gen
         cloud.synchronize()
     _, t_in = probe(copyin)
     _, t_out = probe(lambda: buf.copyout(dst))
-    np.testing.assert_array_equal(dst, src, err_msg="CLOUD: 64 MiB copyin then copyout changed them")
+    check_equal(dst, src, "CLOUD: 64 MiB copyin then copyout changed them")
     if direction == "copyin":
         run(benchmark, copyin, t_in)
     else:

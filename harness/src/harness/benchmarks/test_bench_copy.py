@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.benchmarks.measure import HOST, MakeBuffer, probe, record_rate, run
+from harness.benchmarks.measure import HOST, MakeBuffer, check_equal, probe, record_rate, run
 from runtime_core.dtype import dtypes
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -36,7 +36,7 @@ def test_copy(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np.r
     buf = device_buffers(nbytes, dtypes.uint8)
     _, t_in = probe(lambda: buf.copyin(src))
     _, t_out = probe(lambda: buf.copyout(dst))
-    np.testing.assert_array_equal(dst, src, err_msg=f"{device}: copyin then copyout of {nbytes} bytes changed them")
+    check_equal(dst, src, f"{device}: copyin then copyout of {nbytes} bytes changed them")
 
     if direction == "copyin":
         run(benchmark, lambda: buf.copyin(src), t_in)
@@ -50,6 +50,6 @@ def test_copy(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np.r
 def test_copy_limit_numpy_copyto(benchmark: Any, rng: np.random.Generator, nbytes: int) -> None:
     src, dst = _host_pair(rng, nbytes)
     _, t = probe(lambda: np.copyto(dst, src))
-    np.testing.assert_array_equal(dst, src)
+    check_equal(dst, src)
     run(benchmark, lambda: np.copyto(dst, src), t)
     record_rate(benchmark, HOST, {"GB/s": nbytes / 1e9}, size_bytes=nbytes)

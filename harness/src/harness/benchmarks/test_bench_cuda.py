@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from harness.benchmarks.kernels import GROUP, add_kernel, empty_kernel
-from harness.benchmarks.measure import MakeBuffer, launcher, load, probe, record_rate, record_time, run
+from harness.benchmarks.measure import MakeBuffer, check_equal, launcher, load, probe, record_rate, record_time, run
 from runtime_backends.cuda.device import CUDADevice
 from runtime_backends.cuda.program import CUDAProgram
 from runtime_core.buffer import Buffer
@@ -148,7 +148,7 @@ def _copy_case(device: str, make: MakeBuffer, pinned_of: Callable[[int], Buffer]
         check = dev_buf
     _synced(device, fn)()
     got = host if kind == "dtoh-pageable" else check.numpy()
-    np.testing.assert_array_equal(got, data, err_msg=f"{device}: {kind} copy of {nbytes} bytes changed them")
+    check_equal(got, data, f"{device}: {kind} copy of {nbytes} bytes changed them")
     return _synced(device, fn)
 
 
@@ -248,7 +248,7 @@ def test_cuda_vector_add_throughput(benchmark: Any, device: str, device_buffers:
     bufs = [device_buffers(a), device_buffers(b), device_buffers(VADD_N, dtypes.float32)]
     call = _synced(device, launcher(load(device, kernel), kernel, bufs, wait=False))
     _, t = probe(call)
-    np.testing.assert_array_equal(bufs[2].numpy(), a + b)
+    check_equal(bufs[2].numpy(), a + b)
     run(benchmark, call, t)
     record_rate(benchmark, device, {"threads/s": VADD_N},
                 emulator="runtime_backends.cuda on mock_gpu" if EMULATED else "none: a real GPU")

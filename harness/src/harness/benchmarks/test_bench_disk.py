@@ -21,8 +21,10 @@ Targets of issue 9: warm io_uring >= 0.9x the copyto limit; cold io_uring >= 1.5
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,7 @@ import numpy as np
 import pytest
 
 from harness import options
-from harness.benchmarks.measure import HOST, ROUNDS, probe, record_rate, run
+from harness.benchmarks.measure import HOST, ROUNDS, check_equal, probe, record_rate, run
 from runtime_backends.disk.device import DiskDevice
 from runtime_core import Buffer, Device, dtypes
 
@@ -55,6 +57,18 @@ class DiskFile:
 
     def make_cold(self) -> None:
         self.dev.drop_page_cache()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the file's lock (``flock(2)`` on a file beside it) across a test's setup: an A/B run sets a benchmark
+        up in all its workers at once, and one worker's first read would fill the page cache between another's drop
+        and its check that the drop worked (``_prepare``)."""
+        with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="module")
@@ -129,9 +143,10 @@ def test_disk_read(benchmark: Any, device: str, disk_file: DiskFile, monkeypatch
 
         def read() -> None:
             dest.copy_from(src)
-    setup = _prepare(disk_file, cache)
-    read()
-    np.testing.assert_array_equal(dest.numpy(), disk_file.data, err_msg=f"DISK -> {device} ({entry}) changed the bytes")
+    with disk_file.exclusive():
+        setup = _prepare(disk_file, cache)
+        read()
+        check_equal(dest.numpy(), disk_file.data, f"DISK -> {device} ({entry}) changed the bytes")
     _time(benchmark, read, setup)
     record_rate(benchmark, device, {"GB/s": disk_file.data.size / 1e9}, size_bytes=disk_file.data.size, cache=cache,
                 entry=entry, **_last_copy(disk_file.dev, streamed=env is not None))
@@ -152,8 +167,9 @@ def _last_copy(dev: DiskDevice, streamed: bool) -> dict[str, Any]:
 def test_disk_read_peer_numpy_fromfile(benchmark: Any, disk_file: DiskFile, cache: str) -> None:
     def fromfile() -> np.ndarray:
         return np.fromfile(disk_file.path, dtype=np.uint8)
-    setup = _prepare(disk_file, cache)
-    np.testing.assert_array_equal(fromfile(), disk_file.data)
+    with disk_file.exclusive():
+        setup = _prepare(disk_file, cache)
+        check_equal(fromfile(), disk_file.data)
     _time(benchmark, fromfile, setup)
     record_rate(benchmark, HOST, {"GB/s": disk_file.data.size / 1e9}, size_bytes=disk_file.data.size, cache=cache)
 
@@ -164,9 +180,10 @@ def test_disk_read_peer_numpy_fromfile(benchmark: Any, disk_file: DiskFile, cach
 def test_disk_read_limit_read(benchmark: Any, disk_file: DiskFile, cache: str) -> None:
     """Cold only: the plainest read of the file through the kernel, timed round for round beside the cold entries."""
     out = np.ones(disk_file.data.size, np.uint8)
-    setup = _prepare(disk_file, cache)
-    _readinto_loop(disk_file.path, out)
-    np.testing.assert_array_equal(out, disk_file.data)
+    with disk_file.exclusive():
+        setup = _prepare(disk_file, cache)
+        _readinto_loop(disk_file.path, out)
+        check_equal(out, disk_file.data)
     _time(benchmark, lambda: _readinto_loop(disk_file.path, out), setup)
     record_rate(benchmark, HOST, {"GB/s": disk_file.data.size / 1e9}, size_bytes=disk_file.data.size, cache=cache)
 
@@ -178,6 +195,6 @@ def test_disk_read_limit_memcpy(benchmark: Any, disk_file: DiskFile, cache: str)
     """Warm only: the most a read out of the page cache can do (a copy of the same bytes in memory)."""
     dst = np.ones_like(disk_file.data)
     _, t = probe(lambda: np.copyto(dst, disk_file.data))
-    np.testing.assert_array_equal(dst, disk_file.data)
+    check_equal(dst, disk_file.data)
     run(benchmark, lambda: np.copyto(dst, disk_file.data), t)
     record_rate(benchmark, HOST, {"GB/s": disk_file.data.size / 1e9}, size_bytes=disk_file.data.size, cache=cache)

@@ -1,19 +1,26 @@
 """A/B mode's run: every benchmark that both versions have, timed on both in alternating rounds.
 
-Worker A runs the git ref's tree in its own environment (``harness.paired.reftree``), worker B the working tree. For
-each benchmark both are started (which one first alternates), each side's calls per round are calibrated to rounds of
-the same length, and rounds alternate A B B A ... on the same CPU (as many CPUs as the benchmark runs threads) until
-the CI of the median per-pair ratio is narrow enough or the benchmark's time budget is spent. Entries get
+The A workers run the git ref's tree in its own environment (``harness.paired.reftree``), the B workers the working
+tree. Workers come in process pairs (A, B): two processes of the same code differ by a few percent in ways no number
+of rounds removes (where their buffers and objects landed: measured on the 2-core reference VM, a 4 KiB copy 6.3% and
+numpy.copyto of 1 MiB 12.5% apart in one pair of processes, while the next pair agreed), so each benchmark is timed
+on several pairs at once and their per-pair ratios are pooled. The median of the pooled ratios moves only when most
+process pairs agree; one unlucky pair cannot make a verdict.
+
+For each benchmark every worker sets it up (concurrently), each worker's calls per round are calibrated to rounds of
+the same length, and rounds go A1 B1 A2 B2 ... then back ... B2 A2 B1 A1, so the two rounds of a pair are always
+adjacent and each side goes first in every other pair, on the same CPUs (as many as the benchmark runs threads),
+until the CI of the median per-pair ratio is narrow enough or the benchmark's time budget is spent. Entries get
 ENTRY_BUDGET; limits and peers, the same code on both sides, only show whether the two environments differ and get
-CONTROL_BUDGET. A benchmark on one side only is timed alone there, so the report lists it as new or missing with its
-figures, never judged.
+CONTROL_BUDGET. A benchmark on one side only is timed alone on that side's first worker, so the report lists it as
+new or missing with its figures, never judged.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -26,7 +33,7 @@ from harness.paired.runfile import benchmark_record, run_document
 from harness.paired.session import FAILED, PASSED, Collected, Finished, finish, run_same, start, time_alone_or_beside
 from harness.report.paired import half_width, judge, log_ratios
 
-__all__ = ["CONTROL_BUDGET", "ENTRY_BUDGET", "AbResult", "run_ab"]
+__all__ = ["CONTROL_BUDGET", "ENTRY_BUDGET", "PROCESS_PAIRS", "AbResult", "run_ab"]
 
 # 20 pairs at least: the run's p-values are Holm-adjusted over its ~50 entries, so an entry needs p < 0.01 / 50, and
 # a two-sided sign test of n pairs cannot go below 2 / 2**n (n = 14: 1.2e-4, reached only when every pair
@@ -34,6 +41,9 @@ __all__ = ["CONTROL_BUDGET", "ENTRY_BUDGET", "AbResult", "run_ab"]
 # little (p 0.01-0.2), so they get 20 pairs and 6 s
 ENTRY_BUDGET = Budget(seconds=6.0, confidence=0.95, min_rounds=20)
 CONTROL_BUDGET = Budget(seconds=1.0, confidence=0.95, precision=0.02)
+# process pairs per run: with three, the pooled median follows the two that agree, so a false alarm needs two pairs
+# of unchanged code that err the same way by more than the minimum effect
+PROCESS_PAIRS = 3
 
 
 @dataclass
@@ -49,36 +59,43 @@ class AbResult:
 def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref: str, progress: Callable[[str], None],
            *, planted: float | None = None, entry_budget: Budget = ENTRY_BUDGET,
            control_budget: Budget = CONTROL_BUDGET, min_effect: float = 0.03, alpha: float = 0.01) -> AbResult:
-    """Time every benchmark that ``collected[0]`` (A, the ref) and ``collected[1]`` (B) both have; ``planted``
-    stretches B's rounds by that factor (``--plant-slowdown``). ``min_effect``/``alpha`` only shape the progress
-    lines' CI; the report decides the verdicts from the run files (all entries together: ``harness.report.compare``)."""
+    """Time every benchmark that the A workers (the ref) and the B workers both collected. ``workers`` and
+    ``collected`` hold process pairs in turn: A1, B1, A2, B2, ... (at least one pair). A budget's ``min_rounds`` and
+    ``seconds`` count pairs and seconds of all process pairs together. ``planted`` stretches B's rounds by that factor
+    (``--plant-slowdown``). ``min_effect``/``alpha`` only shape the progress lines' CI; the report decides the verdicts
+    from the run files (all entries together: ``harness.report.compare``). Raises ValueError for an odd or empty
+    ``workers``."""
+    if not workers or len(workers) % 2 or len(collected) != len(workers):
+        raise ValueError(f"A/B workers come in (A, B) process pairs, got {len(workers)} workers")
+    pairs = len(workers) // 2
     a_names, b_names = collected[0].benchmarks(), collected[1].benchmarks()
     common = [n for n in b_names if n in set(a_names)]
     records: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
     result = AbResult(({}, {}))
     cpus = CpuChooser()
-    stretch = (1.0, planted or 1.0)
     for index, nodeid in enumerate(common):
         role = collected[1].items[nodeid]["role"] or collected[0].items[nodeid]["role"] or ENTRY
-        budget = entry_budget if role == ENTRY else control_budget
-        chosen = cpus.choose(max(c.items[nodeid].get("threads", 1) for c in collected))
-        if chosen is not None:
-            for worker in workers:
-                worker.pin(chosen)
-        order = (0, 1) if index % 2 == 0 else (1, 0)  # who starts (and sets up) first alternates
-        outcome = run_same([workers[i] for i in order], nodeid, [stretch[i] for i in order], budget,
-                           _spread(budget, order))
-        finished = {side: outcome.finished[position] for position, side in enumerate(order)}
+        budget = _per_pair(entry_budget if role == ENTRY else control_budget, pairs)
+        chosen = cpus.choose(max(c.items[nodeid].get("threads", 1) for c in collected[:2]))
+        order = [2 * p + side for p in range(pairs) for side in ((0, 1) if index % 2 == 0 else (1, 0))]
+        sides = [i % 2 for i in order]  # 0 = A, 1 = B; who starts first alternates between benchmarks
+        outcome = run_same([workers[i] for i in order], nodeid, [(planted or 1.0) if side else 1.0 for side in sides],
+                           budget, _spread(budget, sides), chosen)
         if not outcome.ok or outcome.rounds is None:
+            finished: dict[int, Finished] = {}
+            for position, side in enumerate(sides):
+                if side not in finished or outcome.finished[position].outcome == FAILED:
+                    finished[side] = outcome.finished[position]
             _not_timed(nodeid, finished, result, progress)
             continue
-        times = {side: outcome.rounds.times[position] for position, side in enumerate(order)}
         for side in (0, 1):
-            calls = outcome.rounds.iterations[order.index(side)]
-            records[side].append(benchmark_record(nodeid, finished[side], times[side], calls, outcome.rounds,
-                                                  clock=collected[side].clock))
-        verdict = judge(log_ratios(times[0], times[1]), alpha=alpha, confidence=budget.confidence,
-                        min_effect=min_effect)
+            positions = [position for position, s in enumerate(sides) if s == side]
+            times = _interleaved([outcome.rounds.times[p] for p in positions])
+            calls = outcome.rounds.iterations[positions[0]]
+            records[side].append(benchmark_record(nodeid, outcome.finished[positions[0]], times, calls,
+                                                  outcome.rounds, clock=collected[side].clock, process_pairs=pairs))
+        d = _pooled(outcome.rounds.times, sides)
+        verdict = judge(d, alpha=alpha, confidence=budget.confidence, min_effect=min_effect)
         progress(f"  {nodeid}  x{verdict.ratio:.3f} [{verdict.ci[0]:.3f}, {verdict.ci[1]:.3f}] {verdict.pairs} pairs "
                  f"({outcome.rounds.stop})" + ("" if role == ENTRY else f" ({role})"))
     for side, names in ((1, [n for n in b_names if n not in set(a_names)]), (0, [n for n in a_names if n not in set(b_names)])):
@@ -88,9 +105,28 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
                 records[side].append(record)
     pairing = uuid.uuid4().hex
     for side, label in ((0, "A"), (1, "B")):
-        info = {"mode": MODE_AB, "side": label, "pairing": pairing, "ref": ref, "planted": planted}
+        info = {"mode": MODE_AB, "side": label, "pairing": pairing, "ref": ref, "planted": planted,
+                "process_pairs": pairs}
         result.documents[side].update(run_document(collected[side], records[side], info))
     return result
+
+
+def _per_pair(budget: Budget, pairs: int) -> Budget:
+    """``budget`` for rounds that each give ``pairs`` pairs: its least pairs spread over the process pairs."""
+    return replace(budget, min_rounds=max(2, -(-budget.min_rounds // pairs)))
+
+
+def _interleaved(rounds: Sequence[Sequence[float]]) -> list[float]:
+    """The rounds of several workers of one side in the order they were taken: round 0 of each, round 1 of each, ..."""
+    return [t for taken in zip(*rounds) for t in taken]
+
+
+def _pooled(times: Sequence[Sequence[float]], sides: Sequence[int]) -> np.ndarray:
+    """The per-pair log ratios B/A of every process pair, in the order ``_interleaved`` stores the rounds, given the
+    rounds of each worker (``times[i]``, side ``sides[i]``; a pair's two workers are adjacent)."""
+    a = _interleaved([t for t, side in zip(times, sides) if side == 0])
+    b = _interleaved([t for t, side in zip(times, sides) if side == 1])
+    return log_ratios(a, b)
 
 
 def _alone(worker: WorkerProcess, side: int, nodeid: str, budget: Budget, result: AbResult,
@@ -110,10 +146,9 @@ def _alone(worker: WorkerProcess, side: int, nodeid: str, budget: Budget, result
     return benchmark_record(nodeid, finished, rounds.times[0], rounds.iterations[0], rounds, clock=clock)
 
 
-def _spread(budget: Budget, order: tuple[int, int]) -> Callable[[list[Any]], float]:
-    """The stopping rule's CI half-width of the per-pair log ratios B/A, for workers given in ``order``."""
-    a, b = order.index(0), order.index(1)
-    return lambda times: half_width(log_ratios(times[a], times[b]), budget.confidence)
+def _spread(budget: Budget, sides: Sequence[int]) -> Callable[[list[Any]], float]:
+    """The stopping rule's CI half-width of the pooled per-pair log ratios B/A (``_pooled``)."""
+    return lambda times: half_width(_pooled(times, sides), budget.confidence)
 
 
 def _not_timed(nodeid: str, finished: dict[int, Finished], result: AbResult, progress: Callable[[str], None]) -> None:

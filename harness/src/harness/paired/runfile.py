@@ -45,9 +45,16 @@ def summary_stats(per_call: Sequence[float], iterations: int) -> dict[str, Any]:
 
 
 def benchmark_record(nodeid: str, finished: Finished, per_call: Sequence[float], iterations: int, rounds: Rounds,
-                     extra_info: Mapping[str, Any] | None = None, clock: str = "perf_counter") -> dict[str, Any]:
+                     extra_info: Mapping[str, Any] | None = None, clock: str = "perf_counter",
+                     process_pairs: int | None = None) -> dict[str, Any]:
     """One entry of a run file's ``benchmarks`` list: what the test recorded (``finished``) plus the rounds this side
-    took, timed with ``clock``; ``extra_info`` adds to the test's own (e.g. the paired limit rounds)."""
+    took, timed with ``clock``; ``extra_info`` adds to the test's own (e.g. the paired limit rounds).
+    ``process_pairs`` (A/B): how many workers of this side took the rounds, which ``per_call`` interleaves (round i
+    came from worker i % process_pairs)."""
+    options = {"timer": clock, "runner": "harness.paired", "stop": rounds.stop,
+               "measure_seconds": round(rounds.seconds, 3)}
+    if process_pairs is not None:
+        options["process_pairs"] = process_pairs
     return {
         "group": finished.group,
         "name": finished.name,
@@ -55,8 +62,7 @@ def benchmark_record(nodeid: str, finished: Finished, per_call: Sequence[float],
         "params": finished.params,
         "param": finished.param,
         "extra_info": {**finished.extra_info, **(extra_info or {})},
-        "options": {"timer": clock, "runner": "harness.paired", "stop": rounds.stop,
-                    "measure_seconds": round(rounds.seconds, 3)},
+        "options": options,
         "stats": summary_stats(per_call, iterations),
     }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from harness.paired.engine import Budget, Rounds, Side, calibrate, iterations_fo
 from harness.paired.process import WorkerError, WorkerProcess
 
 __all__ = ["FAILED", "PASSED", "SKIPPED", "Collected", "Finished", "Outcome", "WorkerSpec", "collected", "finish",
-           "open_workers", "run_same", "start", "time_alone_or_beside"]
+           "open_workers", "run_same", "start", "start_all", "time_alone_or_beside"]
 
 PASSED, SKIPPED, FAILED = "passed", "skipped", "failed"
 
@@ -89,6 +90,14 @@ def start(worker: WorkerProcess, nodeid: str) -> dict[str, Any]:
     return worker.request("start", ("ready", "done"), nodeid=nodeid)
 
 
+def start_all(workers: Sequence[WorkerProcess], nodeid: str) -> list[dict[str, Any]]:
+    """``start`` on every worker at once: their setups run concurrently (the controller sends every request before
+    it waits for the first answer); the answers in the order of ``workers``."""
+    for worker in workers:
+        worker.send("start", nodeid=nodeid)
+    return [worker.receive("ready", "done") for worker in workers]
+
+
 def finish(worker: WorkerProcess, reason: str | None = None) -> Finished:
     """Let the waiting benchmark call return (or, with ``reason``, skip the test) and wait for the test to end."""
     message = worker.request("abort", ("done",), reason=reason) if reason else worker.request("finish", ("done",))
@@ -96,14 +105,21 @@ def finish(worker: WorkerProcess, reason: str | None = None) -> Finished:
 
 
 def run_same(workers: Sequence[WorkerProcess], nodeid: str, stretches: Sequence[float], budget: Budget,
-             spread: Callable[[list[np.ndarray]], float]) -> Outcome:
-    """Run ``nodeid`` on every worker (started in the given order; one version of the code each) and time its rounds
-    in alternation; a worker whose test ends before its timed call (skip, failure) makes the others skip theirs.
+             spread: Callable[[list[np.ndarray]], float], cpus: set[int] | None = None) -> Outcome:
+    """Run ``nodeid`` on every worker (set up concurrently on all the CPUs this process may use, ``start_all``) and
+    time its rounds in alternation, in the order of ``workers``, with every worker pinned to ``cpus`` (None: left
+    where it is); a worker whose test ends before its timed call (skip, failure) makes the others skip theirs.
 
     Each side's calls per round are calibrated on its own, so the rounds of both last about ``budget.round_s``: on a
     loaded machine a round longer than a scheduler time slice is preempted more often than a short one, so rounds of
     unequal length would skew the ratio of a large change (a 2x slower version measured 6x slower at load 9)."""
-    ready = [start(worker, nodeid) for worker in workers]
+    if cpus is not None:
+        for worker in workers:
+            worker.pin(set(os.sched_getaffinity(0)))
+    ready = start_all(workers, nodeid)
+    if cpus is not None:
+        for worker in workers:
+            worker.pin(cpus)
     if any(message["ev"] == "done" for message in ready):
         ended = [Finished.of(m) for m in ready if m["ev"] == "done"]
         why = next((f.message for f in ended if f.outcome != PASSED), "") or "it did not reach its timed call"

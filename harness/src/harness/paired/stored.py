@@ -29,7 +29,11 @@ from harness.report.paired import half_width, log_ratios
 
 __all__ = ["ENTRY_BUDGET", "OTHER_BUDGET", "Progress", "StoredResult", "run_stored"]
 
-ENTRY_BUDGET = Budget(seconds=2.0, confidence=0.95)
+# 16 rounds at least: an entry's limit-normalized comparison runs on its A B B A units, half as many as its rounds,
+# and the two-sided Mann-Whitney test of 4 units against 4 cannot go below p = 0.029 (of 5 against 5: 0.008), so with
+# 8 rounds a slow entry could never be flagged at alpha 0.01, however much slower (a run against a copy of itself
+# with one entry 25% slower missed the cold DISK reads and the PYTHON kernels); 8 units reach 1.6e-4
+ENTRY_BUDGET = Budget(seconds=2.0, confidence=0.95, min_rounds=16)
 OTHER_BUDGET = Budget(seconds=1.0, confidence=0.95)
 
 Progress = Callable[[str], None]
