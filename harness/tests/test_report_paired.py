@@ -93,6 +93,31 @@ def test_a_b_comparison_pairs_rounds_by_index_and_only_entries_fail():
     assert result.counts()["regressed"] == 1 and result.counts()["moved"] == 1
 
 
+def three_process_pairs(biases: tuple[float, float, float], change: float) -> tuple[dict, dict]:
+    """A/B files of ENTRY timed on three process pairs, B ``change`` times slower, process pair g off by
+    ``biases[g]`` (round i from pair i % 3, as the runner stores them)."""
+    a, b = ab_runs({ENTRY: change})
+    for doc in (a, b):
+        [record] = [r for r in doc["benchmarks"] if r["fullname"] == ENTRY]
+        record["options"]["process_pairs"] = 3
+        if doc is b:
+            record["stats"]["data"] = [t * biases[i % 3] for i, t in enumerate(record["stats"]["data"])]
+    return a, b
+
+
+@pytest.mark.parametrize(("biases", "change", "verdict"), [
+    ((1.26, 1.0, 1.0), 1.0, Verdict.UNCHANGED),  # one unlucky process pair: the pooled median follows the other two
+    ((0.74, 1.0, 1.0), 1.0, Verdict.UNCHANGED),
+    ((1.26, 1.0, 1.0), 1.05, Verdict.REGRESSED),  # ... and sees a real 5% through it
+    ((0.97, 1.0, 1.0), 1.05, Verdict.REGRESSED),
+])
+def test_one_process_pair_off_cannot_make_or_hide_a_verdict(biases, change, verdict):
+    a, b = three_process_pairs(biases, change)
+    [entry] = [c for c in compare(b, a).comparisons if c.fullname == ENTRY]
+    assert entry.verdict is verdict
+    assert list(entry.process_ratios) == pytest.approx([bias * change for bias in biases], rel=0.03)
+
+
 def test_files_of_different_a_b_runs_are_compared_as_stored_runs():
     a, _ = ab_runs({}, pairing="p1")
     _, b = ab_runs({}, seed=1, pairing="p2")

@@ -64,7 +64,8 @@ class BenchmarkComparison:
     ``normalized_*``: the limit-normalized comparison of stored mode (``normalized_paired``: from paired rounds),
     ``limit_ratio``: current / baseline median of that limit. A/B: ``pairs`` (rounds per side), ``stop`` (why the
     rounds ended, ``harness.paired.engine.STOP_*``), ``detectable`` (the smallest change this run could flag, a
-    fraction). ``drift``: a cumulative regression over the stored runs, or None.
+    fraction), ``process_ratios`` (the median per-pair ratio of each process pair, when there were several).
+    ``drift``: a cumulative regression over the stored runs, or None.
     """
 
     fullname: str
@@ -87,6 +88,7 @@ class BenchmarkComparison:
     pairs: int | None = None
     stop: str | None = None
     detectable: float | None = None
+    process_ratios: tuple[float, ...] | None = None
     drift: Drift | None = None
 
     @property
@@ -318,7 +320,16 @@ def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Setting
         name, verdict.verdict, kind, threshold, now, before, ratio=verdict.ratio, ci=verdict.ci,
         p_value=verdict.p_value, test=verdict.test, pairs=verdict.pairs, stop=str(now.options.get("stop") or "") or None,
         detectable=verdict.detectable, note=_ab_note(verdict, kind, settings),
+        process_ratios=_process_ratios(d, now.options.get("process_pairs")),
     )
+
+
+def _process_ratios(d: np.ndarray, pairs: Any) -> tuple[float, ...] | None:
+    """The median ratio of each process pair (round i of a side came from its worker i % ``pairs``:
+    ``harness.paired.runfile.benchmark_record``); None for one pair or an unusable count."""
+    if not isinstance(pairs, int) or isinstance(pairs, bool) or not 1 < pairs <= d.size:
+        return None
+    return tuple(math.exp(float(np.median(d[g::pairs]))) for g in range(pairs))
 
 
 def _ab_note(verdict: Paired, kind: str, settings: _Settings) -> str | None:

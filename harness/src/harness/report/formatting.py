@@ -104,9 +104,11 @@ def method(result: ComparisonResult, history_runs: int) -> str:
         return f"No baseline: every benchmark is new and nothing is judged; {history_runs} history run(s)."
     if result.mode == MODE_AB:
         return (
-            "A/B: both versions ran in two long-lived workers on the same CPU, in alternating rounds (A B B A ...), "
-            "so each pair of rounds saw the same machine. Regressed/improved: the two-sided exact sign test of the "
-            f"per-pair log ratios is significant at {result.alpha:g} after Holm's adjustment over the run's "
+            "A/B: both versions ran in pairs of long-lived worker processes (A, B) on the same CPUs, in alternating "
+            "rounds (A B B A ...), so each pair of rounds saw the same machine; every benchmark was timed on several "
+            "process pairs at once ('per process pair') and their ratios pooled, so that where one process's buffers "
+            "happened to land cannot make a verdict. Regressed/improved: the two-sided exact sign test of the "
+            f"pooled per-pair log ratios is significant at {result.alpha:g} after Holm's adjustment over the run's "
             f"entries (for limits and peers: unadjusted), the {result.confidence:.0%} CI of the "
             "median per-pair ratio lies entirely beyond 1, and that ratio is beyond the minimum effect of "
             f"{percent(result.min_effect)}. 'detectable' is the smallest change this run could have flagged; rounds "
@@ -177,6 +179,13 @@ def role(comparison: BenchmarkComparison) -> str:
 def stop(comparison: BenchmarkComparison) -> str:
     """Why the A/B rounds ended: 'precision' (the CI got narrow enough), 'budget' (time ran out first), '–'."""
     return comparison.stop or "–"
+
+
+def process_ratios(comparison: BenchmarkComparison) -> str:
+    """The median ratio of each process pair of an A/B benchmark, e.g. 'x1.012 x0.997 x1.004'; '–' for one pair."""
+    if not comparison.process_ratios:
+        return "–"
+    return " ".join(f"x{r:.3f}" for r in comparison.process_ratios)
 
 
 def detectable(comparison: BenchmarkComparison) -> str:
@@ -325,7 +334,8 @@ def table(key: str, comparisons: Sequence[BenchmarkComparison],
                    ("B median", True, lambda c: seconds(c.current.median if c.current else None)),
                    ("ratio B/A", True, lambda c: ratio(c.ratio)), ("CI", False, lambda c: interval(c.ci)),
                    ("p (Holm)", True, lambda c: p_value(c.p_value)), ("pairs", True, lambda c: str(c.pairs or "–")),
-                   ("detectable", True, detectable), ("stop", False, stop), ("notes", False, notes)]
+                   ("detectable", True, detectable), ("per process pair", False, process_ratios),
+                   ("stop", False, stop), ("notes", False, notes)]
     else:
         columns = [("benchmark", False, _name), ("role", False, role),
                    ("baseline median", True, lambda c: seconds(c.baseline.median if c.baseline else None)),

@@ -20,7 +20,9 @@ Rule (``judge``; B is the version under test, a ratio > 1 is slower):
 - regressed: p < alpha AND the CI lies entirely above ratio 1 AND ``ratio >= 1 + min_effect``; improved: p < alpha AND
   the CI lies entirely below 1 AND ``ratio <= 1 / (1 + min_effect)``; else unchanged. The minimum effect is the size
   of change worth acting on; it also absorbs the small, real but irrelevant differences between two processes running
-  the same code (memory layout, page placement), which no number of rounds makes disappear.
+  the same code (memory layout, page placement), which no number of rounds makes disappear. The A/B runner times every
+  benchmark on several process pairs at once and pools their pairs (``harness.paired.ab``), so that difference, for
+  the pooled median, is that of the middle process pair, not of one unlucky one.
 
 Sensitivity (``Paired.detectable``): the smallest change the rule would have flagged with this run's noise, i.e. how
 far the ratio must move from its estimate for the CI to leave 1 on that side, and at least the minimum effect:

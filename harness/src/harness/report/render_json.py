@@ -10,9 +10,10 @@ machine: node/cpu/machine/machine_id/system/release/python_version/runtime; ``ba
 fails, threshold, ratio, ci ([low, high] or null), p_value (null when not computable; so is any non-finite number),
 test, note, higher_is_better, x_limit ({ratio, limit, paired} or null), normalized_ratio/normalized_ci/
 normalized_p_value/normalized_paired and limit_ratio (stored mode's limit-normalized comparison, or null), pairs,
-stop and detectable (A/B mode, or null), drift ({ratio, runs, first, last, first_at, last_at, measure} or null), and
-``current``/``baseline`` summaries (seconds) or null. Version 3 added mode, roles, sections, A/B and drift fields;
-the limit flag became ``role``, ``limits_moved`` became the ``moved`` section.
+stop, detectable and process_ratios (A/B mode, or null; process_ratios: the median ratio of each process pair),
+drift ({ratio, runs, first, last, first_at, last_at, measure} or null), and ``current``/``baseline`` summaries
+(seconds) or null. Version 3 added mode, roles, sections, A/B and drift fields; the limit flag became ``role``,
+``limits_moved`` became the ``moved`` section.
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ def _benchmark(section: str, c: BenchmarkComparison) -> dict[str, Any]:
         "pairs": c.pairs,
         "stop": c.stop,
         "detectable": _finite(c.detectable),
+        "process_ratios": list(c.process_ratios) if c.process_ratios else None,
         "drift": {"ratio": d.ratio, "runs": d.runs, "first": d.first, "last": d.last, "first_at": d.first_at.isoformat(),
                   "last_at": d.last_at.isoformat(), "measure": d.measure} if d else None,
         "current": _record(c.current),
