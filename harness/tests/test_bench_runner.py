@@ -170,6 +170,8 @@ def test_planted_slowdown_of_the_working_tree_is_flagged_for_every_benchmark(roo
                              "test_peer": ("moved", "peer")}
     assert doc["failing"] == [b["fullname"] for b in doc["benchmarks"] if b["name"] == "test_entry"]
     assert any("planted slowdown" in note for note in doc["notes"])
+    # A spun as long as B's plant after each round, untimed: the ratio is the plant's, not twice it or none of it
+    assert all(1.2 < b["ratio"] < 1.45 for b in doc["benchmarks"]), [b["ratio"] for b in doc["benchmarks"]]
 
 
 def test_selection_passes_through_and_other_pytest_options_say_where_they_go(root, capsys):

@@ -13,7 +13,7 @@ import pytest
 
 from harness.paired import cpus as cpus_module
 from harness.paired.cpus import CpuChooser
-from harness.paired.process import _tasks_of_tree
+from harness.paired.process import _cpu_seconds, _processes_of_tree, _tasks_of_tree
 
 linux_only = pytest.mark.skipif(not Path("/proc/self/task").is_dir() or not hasattr(os, "sched_getaffinity"),
                                 reason="needs Linux /proc and CPU affinity")
@@ -86,3 +86,36 @@ def test_the_tree_holds_every_thread_and_descendant_process() -> None:
 def test_a_process_that_is_gone_has_no_tasks() -> None:
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     assert _tasks_of_tree(int(done.stdout)) == []
+
+
+def test_the_cpu_busy_only_with_our_own_workers_is_kept_and_one_a_hog_holds_is_avoided(fake_stat: Path) -> None:
+    chooser = CpuChooser()
+    fake_stat.write_text(_stat({0: 0, 1: 5, 2: 0}))
+    assert chooser.choose(1, own_cpu_seconds=0.0) == {1}
+    # next interval: every CPU busy throughout (no idle jiffies), cpu1 with our workers' 2 s (200 ticks), the
+    # others with somebody else's work: cpu1 stays
+    fake_stat.write_text(_stat({0: 0, 1: 5, 2: 0}))
+    assert chooser.choose(1, own_cpu_seconds=2.0) == {1}
+    fake_stat.write_text(_stat({0: 0, 1: 5, 2: 0}))  # a tie with nothing of ours: the previous choice stays too
+    assert chooser.choose(1) == {1}
+
+
+@linux_only
+def test_a_workers_cpu_seconds_count_its_children() -> None:
+    code = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', "
+            "'import time\\nend = time.process_time() + 0.3\\nwhile time.process_time() < end: pass\\ntime.sleep(30)'])"
+            "; time.sleep(30)")
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 20
+        while _tree_seconds(parent.pid) < 0.3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _tree_seconds(parent.pid) >= 0.3  # the child's busy 0.3 s counts for the parent's tree
+    finally:
+        for pid in _processes_of_tree(parent.pid):
+            os.kill(pid, 9)
+        parent.wait()
+
+
+def _tree_seconds(pid: int) -> float:
+    return sum(_cpu_seconds(p) for p in _processes_of_tree(pid))

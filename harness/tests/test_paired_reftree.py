@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.paired.reftree import pytest_config
+from harness.paired.reftree import _share_libraries, pytest_config
 
 
 @pytest.mark.parametrize(("files", "chosen"), [
@@ -25,3 +25,23 @@ def test_the_config_is_the_one_pytest_would_read(tmp_path: Path, files: dict[str
     for name, text in files.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
     assert pytest_config(tmp_path) == (tmp_path / chosen if chosen else None)
+
+
+def test_identical_shared_objects_of_the_two_environments_become_one_file(tmp_path: Path) -> None:
+    site = "lib/python3.11/site-packages"
+    files = {"numpy/core/_umath.cpython-311-x86_64-linux-gnu.so": (b"\x7fELF same", b"\x7fELF same"),
+             "numpy.libs/libopenblas.so.0": (b"blas", b"blas"),
+             "ours/_ext.so": (b"built from tree A", b"built from tree B"),  # differs: left alone
+             "numpy/__init__.py": (b"same", b"same")}  # not mapped by the loader: left alone
+    for name, contents in files.items():
+        for env, content in zip(("envA", "envB"), contents):
+            path = tmp_path / env / site / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
+    lines: list[str] = []
+    assert _share_libraries(tmp_path / "envA", tmp_path / "envB", lines.append) == 2
+    same = {name: (tmp_path / "envA" / site / name).samefile(tmp_path / "envB" / site / name) for name in files}
+    assert same == {"numpy/core/_umath.cpython-311-x86_64-linux-gnu.so": True, "numpy.libs/libopenblas.so.0": True,
+                    "ours/_ext.so": False, "numpy/__init__.py": False}
+    assert (tmp_path / "envB" / site / "ours/_ext.so").read_bytes() == b"built from tree B" and lines == []
+    assert _share_libraries(tmp_path / "envA", tmp_path / "envB", lines.append) == 0  # already shared: nothing to do

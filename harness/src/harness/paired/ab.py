@@ -62,9 +62,9 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
     """Time every benchmark that the A workers (the ref) and the B workers both collected. ``workers`` and
     ``collected`` hold process pairs in turn: A1, B1, A2, B2, ... (at least one pair). A budget's ``min_rounds`` and
     ``seconds`` count pairs and seconds of all process pairs together. ``planted`` stretches B's rounds by that factor
-    (``--plant-slowdown``). ``min_effect``/``alpha`` only shape the progress lines' CI; the report decides the verdicts
-    from the run files (all entries together: ``harness.report.compare``). Raises ValueError for an odd or empty
-    ``workers``."""
+    (``--plant-slowdown``; A's workers spin as long after each round, untimed). ``min_effect``/``alpha`` only shape
+    the progress lines' CI; the report decides the verdicts from the run files (all entries together:
+    ``harness.report.compare``). Raises ValueError for an odd or empty ``workers``."""
     if not workers or len(workers) % 2 or len(collected) != len(workers):
         raise ValueError(f"A/B workers come in (A, B) process pairs, got {len(workers)} workers")
     pairs = len(workers) // 2
@@ -76,11 +76,13 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
     for index, nodeid in enumerate(common):
         role = collected[1].items[nodeid]["role"] or collected[0].items[nodeid]["role"] or ENTRY
         budget = _per_pair(entry_budget if role == ENTRY else control_budget, pairs)
-        chosen = cpus.choose(max(c.items[nodeid].get("threads", 1) for c in collected[:2]))
+        chosen = cpus.choose(max(c.items[nodeid].get("threads", 1) for c in collected[:2]),
+                             sum(worker.cpu_seconds() for worker in workers))
         order = [2 * p + side for p in range(pairs) for side in ((0, 1) if index % 2 == 0 else (1, 0))]
         sides = [i % 2 for i in order]  # 0 = A, 1 = B; who starts first alternates between benchmarks
-        outcome = run_same([workers[i] for i in order], nodeid, [(planted or 1.0) if side else 1.0 for side in sides],
-                           budget, _spread(budget, sides), chosen)
+        # a planted run: B spins inside its timed span, A as long right after its own, so both load the CPU alike
+        timed = [Side(workers[i], planted or 1.0, untimed=not side) for i, side in zip(order, sides)]
+        outcome = run_same(timed, nodeid, budget, _spread(budget, sides), chosen)
         if not outcome.ok or outcome.rounds is None:
             finished: dict[int, Finished] = {}
             for position, side in enumerate(sides):

@@ -53,15 +53,17 @@ class Budget:
 
 @dataclass
 class Side:
-    """A worker whose benchmark is ready to be timed; ``stretch`` > 1 plants a slowdown of that factor."""
+    """A worker whose benchmark is ready to be timed; ``stretch`` > 1 plants a slowdown of that factor, or with
+    ``untimed`` makes the worker spin as long after each round without counting it (the worker's ``time`` op)."""
 
     worker: WorkerProcess
     stretch: float = 1.0
+    untimed: bool = False
 
     def time(self, iterations: int, warmup: bool = False) -> float:
         """Seconds of one round of ``iterations`` calls (``warmup``: not one of the benchmark's rounds)."""
         answer = self.worker.request("time", ("times",), iterations=iterations, rounds=1, stretch=self.stretch,
-                                     warmup=warmup)
+                                     untimed=self.untimed, warmup=warmup)
         return float(answer["t"][0])
 
 

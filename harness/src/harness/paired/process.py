@@ -42,22 +42,44 @@ def _prepare_child() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _tasks_of_tree(pid: int) -> list[int]:
-    """The thread ids of process ``pid`` and of all its descendants (``/proc/<pid>/task/<tid>/children``, Linux
-    with CONFIG_PROC_CHILDREN); what cannot be read (a process that exited) is left out."""
-    tasks, todo = [], [pid]
+def _processes_of_tree(pid: int) -> list[int]:
+    """Process ``pid`` and all its descendants (``/proc/<pid>/task/<tid>/children``, Linux with
+    CONFIG_PROC_CHILDREN); what cannot be read (a process that exited) is left out."""
+    found, todo = [], [pid]
     while todo:
+        process = todo.pop()
         try:
-            threads = list(Path(f"/proc/{todo.pop()}/task").iterdir())
+            threads = list(Path(f"/proc/{process}/task").iterdir())
         except OSError:
             continue
+        found.append(process)
         for thread in threads:
-            tasks.append(int(thread.name))
             try:
                 todo += [int(child) for child in (thread / "children").read_text().split()]
             except (OSError, ValueError):
                 continue
+    return found
+
+
+def _tasks_of_tree(pid: int) -> list[int]:
+    """The thread ids of process ``pid`` and of all its descendants; what cannot be read is left out."""
+    tasks = []
+    for process in _processes_of_tree(pid):
+        try:
+            tasks += [int(thread.name) for thread in Path(f"/proc/{process}/task").iterdir()]
+        except OSError:
+            continue
     return tasks
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads; ``/proc/<pid>/stat`` fields 14 and 15, in
+    clock ticks); 0.0 when it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 class WorkerError(RuntimeError):
@@ -123,6 +145,11 @@ class WorkerProcess:
                 os.sched_setaffinity(task, cpus)
             except OSError:
                 pass  # it exited meanwhile (a dead worker is reported by the next request)
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds used so far by the worker and the live processes it started (a process that exited no longer
+        counts); 0.0 where /proc cannot be read."""
+        return sum(_cpu_seconds(pid) for pid in _processes_of_tree(self._process.pid))
 
     def send(self, op: str, **fields: Any) -> None:
         """Send one command; raises WorkerError when the worker has gone."""

@@ -16,7 +16,8 @@
 - ``<cache>/envA`` and ``<cache>/envB``: virtual environments of the running interpreter holding each tree's packages
   (editable installs, the packages the running environment has in editable form) and exactly the third-party versions
   of the running environment, so the two sides differ only in our code. Each is rebuilt when that list, its tree's
-  package metadata (``pyproject.toml``) or the interpreter changes (a stamp file records them).
+  package metadata (``pyproject.toml``) or the interpreter changes (a stamp file records them). Their identical
+  shared objects are hard links to one file (``_share_libraries``), so both sides map the same pages.
 
 Why twins: where a process keeps its objects and buffers follows from everything it allocated before, down to the
 length of each module's path. Measured on the 2-core reference VM with the B side run from the working tree's own
@@ -31,9 +32,11 @@ Errors (no git, an unknown ref, a failed install) raise RefError with what faile
 
 from __future__ import annotations
 
+import filecmp
 import hashlib
 import json
 import os
+import stat
 import subprocess
 import sys
 import venv
@@ -148,6 +151,7 @@ def prepare_sides(ref: str, cache: Path, progress: Callable[[str], None]) -> Sid
                    for side, tree in (("A", tree_a), ("B", tree_b))]
         for python, tree in zip(pythons, (tree_a, tree_b)):
             _precompile(python, tree, editable)
+        _share_libraries(cache / "envA", cache / "envB", progress)
     a, b = (Side(tree, python, top, workdir, pytest_config(tree))
             for tree, python, workdir in zip((tree_a, tree_b), pythons, workdirs))
     return Sides(ref, sha, a, b)
@@ -209,6 +213,39 @@ def _precompile(python: Path, tree: Path, editable: list[str]) -> None:
     dirs = [str(tree / path) for path in editable if (tree / path).is_dir()]
     if dirs:
         subprocess.run([str(python), "-m", "compileall", "-q", *dirs], capture_output=True, check=False)
+
+
+def _share_libraries(env_a: Path, env_b: Path, progress: Callable[[str], None]) -> int:
+    """Hard-link every shared object (``*.so``, ``*.so.*``) of ``env_b``'s site-packages that is byte for byte the one
+    at the same place in ``env_a`` to that file, so both sides map the same file, whose pages sit in the page cache
+    once: where a library's code and tables lie in physical memory decides which of them compete for a cache set, and
+    two copies of numpy's libraries are two such placements (measured: ``numpy.empty`` 6.5% apart between the two
+    environments on all three process pairs of one run). Returns how many files were linked; a file that cannot be
+    linked (another file system, no permission) stays as it is, said in one progress line."""
+    linked, failed = 0, []
+    for path_a in sorted(env_a.glob("lib/python*/site-packages/**/*.so*")):
+        path_b = env_b / path_a.relative_to(env_a)
+        try:
+            a, b = path_a.lstat(), path_b.lstat()
+        except OSError:
+            continue
+        if not (stat.S_ISREG(a.st_mode) and stat.S_ISREG(b.st_mode)) or (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino):
+            continue
+        if a.st_size != b.st_size or not filecmp.cmp(path_a, path_b, shallow=False):
+            continue
+        temp = path_b.with_name(f".{path_b.name}.harness-link")
+        try:
+            temp.unlink(missing_ok=True)
+            os.link(path_a, temp)
+            os.replace(temp, path_b)
+        except OSError as exc:
+            failed.append(f"{path_b.name}: {exc.strerror}")
+            continue
+        linked += 1
+    if failed:
+        progress(f"harness bench: {len(failed)} shared object(s) of {env_b} could not be linked to {env_a}'s and stay "
+                 f"copies, so the two sides may differ by where their libraries lie ({failed[0]})")
+    return linked
 
 
 def _through(tree: Path, env: Path) -> None:

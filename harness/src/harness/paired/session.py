@@ -104,15 +104,17 @@ def finish(worker: WorkerProcess, reason: str | None = None) -> Finished:
     return Finished.of(message)
 
 
-def run_same(workers: Sequence[WorkerProcess], nodeid: str, stretches: Sequence[float], budget: Budget,
-             spread: Callable[[list[np.ndarray]], float], cpus: set[int] | None = None) -> Outcome:
-    """Run ``nodeid`` on every worker (set up concurrently on all the CPUs this process may use, ``start_all``) and
-    time its rounds in alternation, in the order of ``workers``, with every worker pinned to ``cpus`` (None: left
-    where it is); a worker whose test ends before its timed call (skip, failure) makes the others skip theirs.
+def run_same(sides: Sequence[Side], nodeid: str, budget: Budget, spread: Callable[[list[np.ndarray]], float],
+             cpus: set[int] | None = None) -> Outcome:
+    """Run ``nodeid`` on the worker of every side (set up concurrently on all the CPUs this process may use,
+    ``start_all``) and time its rounds in alternation, in the order of ``sides``, with every worker pinned to ``cpus``
+    (None: left where it is); a worker whose test ends before its timed call (skip, failure) makes the others skip
+    theirs.
 
     Each side's calls per round are calibrated on its own, so the rounds of both last about ``budget.round_s``: on a
     loaded machine a round longer than a scheduler time slice is preempted more often than a short one, so rounds of
     unequal length would skew the ratio of a large change (a 2x slower version measured 6x slower at load 9)."""
+    workers = [side.worker for side in sides]
     if cpus is not None:
         for worker in workers:
             worker.pin(set(os.sched_getaffinity(0)))
@@ -126,7 +128,6 @@ def run_same(workers: Sequence[WorkerProcess], nodeid: str, stretches: Sequence[
         finished = [Finished.of(m) if m["ev"] == "done" else finish(w, f"the other side did not run: {why}")
                     for w, m in zip(workers, ready)]
         return Outcome(nodeid, tuple(finished), None)
-    sides = [Side(worker, stretch) for worker, stretch in zip(workers, stretches)]
     rounds = time_alone_or_beside(sides, [m["iterations"] for m in ready], budget, spread)
     return Outcome(nodeid, tuple(finish(worker) for worker in workers), rounds)
 

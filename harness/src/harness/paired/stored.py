@@ -96,7 +96,8 @@ class _StoredRun:
 
     def _pin(self, *nodeids: str) -> None:
         """Both workers on the idlest CPUs, as many as the benchmarks ``nodeids`` run threads at once."""
-        cpus = self.cpus.choose(max(self.items[n].get("threads", 1) for n in nodeids))
+        cpus = self.cpus.choose(max(self.items[n].get("threads", 1) for n in nodeids),
+                                self.entries.cpu_seconds() + self.limits.cpu_seconds())
         if cpus is not None:
             self.entries.pin(cpus)
             self.limits.pin(cpus)

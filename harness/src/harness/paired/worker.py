@@ -18,10 +18,12 @@ Protocol (controller -> worker ``op``, worker -> controller ``ev``):
 * ``start`` {nodeid}: run that test. When its body calls ``benchmark(fn)`` or ``benchmark.pedantic(...)`` the worker
   sends ``ready`` {nodeid, group, extra_info, iterations (fixed by pedantic, else null)} and waits inside the call;
   a test that ends without calling it (skip, failure) sends ``done`` at once;
-* while ready: ``time`` {iterations, rounds, stretch, warmup} runs ``rounds`` rounds of ``iterations`` calls each and
-  answers ``times`` {t: seconds per round}; ``stretch`` > 1 lengthens every round to ``stretch`` times its measured
-  duration by spinning on the CPU inside the timed span (``--plant-slowdown``: a planted slowdown of exactly that
-  factor); the rounds count for ``benchmark.stats`` (which the test reads to record its figures) unless ``warmup``;
+* while ready: ``time`` {iterations, rounds, stretch, untimed, warmup} runs ``rounds`` rounds of ``iterations`` calls
+  each and answers ``times`` {t: seconds per round}; ``stretch`` > 1 lengthens every round to ``stretch`` times its
+  measured duration by spinning on the CPU inside the timed span (``--plant-slowdown``: a planted slowdown of exactly
+  that factor), or with ``untimed`` spins as long right after the timed span (the unchanged side of a planted run:
+  both sides then keep the CPU busy alike, and only the planted side's clock counts it); the rounds count for
+  ``benchmark.stats`` (which the test reads to record its figures) unless ``warmup``;
 * ``finish``: the benchmark call returns (the function's result, as pytest-benchmark does) and the test goes on
   (recording ``extra_info``); ``abort`` {reason}: the call raises ``pytest.skip`` instead. Either way the worker then
   sends ``done`` {nodeid, outcome ("passed" | "skipped" | "failed"), message, name, group, params, param,
@@ -231,7 +233,8 @@ class PairedBenchmark(_FixtureBase):  # type: ignore[misc,valid-type]
             command = self._channel.receive()
             op = command["op"]
             if op == "time":
-                times = [self._round(target, call_args, teardown, command["iterations"], command.get("stretch", 1.0))
+                times = [self._round(target, call_args, teardown, command["iterations"], command.get("stretch", 1.0),
+                                     bool(command.get("untimed")))
                          for _ in range(command["rounds"])]
                 if not command.get("warmup"):
                     self._per_call += [t / command["iterations"] for t in times]
@@ -253,18 +256,19 @@ class PairedBenchmark(_FixtureBase):  # type: ignore[misc,valid-type]
 
     @staticmethod
     def _round(target: Callable[..., Any], call_args: Callable[[], tuple[tuple, dict]],
-               teardown: Callable[..., Any] | None, iterations: int, stretch: float) -> float:
+               teardown: Callable[..., Any] | None, iterations: int, stretch: float, untimed: bool = False) -> float:
         args, kwargs = call_args()
         clock = _CLOCK
         start = clock.start()
         for _ in range(iterations):
             target(*args, **kwargs)
         elapsed = clock.since(start)
-        if stretch > 1.0:  # the planted slowdown: spin inside the timed span until it is ``stretch`` times as long
+        if stretch > 1.0:  # the planted slowdown: spin until the round is ``stretch`` times as long
             goal = elapsed * stretch
             while clock.since(start) < goal:
                 pass
-            elapsed = clock.since(start)
+            if not untimed:
+                elapsed = clock.since(start)
         if teardown is not None:
             teardown(*args, **kwargs)
         return elapsed
