@@ -186,6 +186,48 @@ def test_selection_passes_through_and_other_pytest_options_say_where_they_go(roo
     assert err.count("\n") == 1
 
 
+BREAKS = '''
+
+import os
+
+def test_breaks(benchmark):  # the first worker to create MARKER raises in its 50th timed call
+    first = True
+    try:
+        os.close(os.open({marker!r}, os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        first = False
+    calls = itertools.count()
+
+    def call():
+        if first and next(calls) == 50:
+            raise RuntimeError("broke in a timed round")
+        return work(1000)
+    benchmark(call)
+'''
+
+
+def test_a_working_tree_benchmark_failing_in_one_worker_mid_rounds_fails_the_run_and_the_rest_is_judged(root, capsys):
+    write_suite(root, extra=BREAKS.format(marker=str(root)))  # the ref's never breaks: its marker exists
+    git(root, "init", "-q")
+    git(root, "add", "bench_suite")
+    git(root, "commit", "-qm", "suite")
+    write_suite(root, extra=BREAKS.format(marker=str(root / "first-worker")))
+    assert run_bench(root, "--against", "HEAD") == 1
+    err = capsys.readouterr().err
+    assert "1 benchmark(s) failed" in err and "broke in a timed round" in err
+    doc = report(root)
+    assert set(verdicts(doc)) == {"test_entry", "test_limit", "test_peer"}  # the failure stopped nothing else
+    assert "test_breaks" not in json.dumps(doc["warnings"])  # not "failed on A only": it failed on B
+
+
+@pytest.mark.parametrize("count", ["0", "17", "two"])
+def test_a_process_pair_count_out_of_range_is_refused(root, capsys, count):
+    with pytest.raises(SystemExit) as exc:
+        run_bench(root, "--against", "HEAD", "--process-pairs", count)
+    assert exc.value.code == 2
+    assert "must be an integer from 1 to 16 (pairs of worker processes timed at once)" in capsys.readouterr().err
+
+
 def test_process_pairs_outside_a_b_mode_is_refused_before_anything_runs(root, capsys):
     write_suite(root)
     assert run_bench(root, "--process-pairs", "2") == 2

@@ -19,10 +19,11 @@ linux_only = pytest.mark.skipif(not Path("/proc/self/task").is_dir() or not hasa
                                 reason="needs Linux /proc and CPU affinity")
 
 
-def _stat(idle: dict[int, int]) -> str:
-    """A /proc/stat with the given idle jiffies per CPU (iowait 0)."""
+def _stat(idle: dict[int, int], busy: dict[int, int] | None = None) -> str:
+    """A /proc/stat with the given idle and busy (user) ticks per CPU since boot (iowait 0)."""
+    busy = busy or {}
     lines = ["cpu  1 2 3 4 5 6 7 8 9 10"]
-    lines += [f"cpu{cpu} 100 0 100 {jiffies} 0 0 0 0 0 0" for cpu, jiffies in idle.items()]
+    lines += [f"cpu{cpu} {100 + busy.get(cpu, 0)} 0 100 {ticks} 0 0 0 0 0 0" for cpu, ticks in idle.items()]
     return "\n".join(lines) + "\nintr 0\n"
 
 
@@ -51,8 +52,8 @@ def test_a_count_below_one_is_refused(fake_stat: Path) -> None:
 
 def test_lines_of_proc_stat_in_another_format_are_skipped(fake_stat: Path) -> None:
     chooser = CpuChooser()
-    fake_stat.write_text("cpu0 100 0 100 5 0 0\n\ncpu1 1 2 3 x 5 6\ncpu2 100 0 100 9 0 0\n")
-    assert chooser.choose() == {2}  # cpu0 +5, cpu1 unreadable (as if 0), cpu2 +9
+    fake_stat.write_text("cpu0 100 0 100 50 0 0\n\ncpu1 1 2 3 x 5 6\ncpu2 100 0 100 90 0 0\n")
+    assert chooser.choose() == {2}  # cpu0 +50, cpu1 unreadable (as if 0), cpu2 +90
 
 
 def test_without_proc_stat_placement_is_left_to_the_scheduler(fake_stat: Path) -> None:
@@ -88,16 +89,30 @@ def test_a_process_that_is_gone_has_no_tasks() -> None:
     assert _tasks_of_tree(int(done.stdout)) == []
 
 
-def test_the_cpu_busy_only_with_our_own_workers_is_kept_and_one_a_hog_holds_is_avoided(fake_stat: Path) -> None:
+def test_the_cpu_busy_only_with_our_own_workers_is_kept_and_one_a_hog_holds_is_avoided(
+        fake_stat: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     chooser = CpuChooser()
-    fake_stat.write_text(_stat({0: 0, 1: 5, 2: 0}))
-    assert chooser.choose(1, own_cpu_seconds=0.0) == {1}
-    # next interval: every CPU busy throughout (no idle jiffies), cpu1 with our workers' 2 s (200 ticks), the
-    # others with somebody else's work: cpu1 stays
-    fake_stat.write_text(_stat({0: 0, 1: 5, 2: 0}))
-    assert chooser.choose(1, own_cpu_seconds=2.0) == {1}
-    fake_stat.write_text(_stat({0: 0, 1: 5, 2: 0}))  # a tie with nothing of ours: the previous choice stays too
+    # the first choice, at once: no interval to judge, so the chooser watches the next 0.1 s, in which a hog keeps
+    # cpu0 busy and cpu1 is idle
+    monkeypatch.setattr(cpus_module.time, "sleep", lambda s: fake_stat.write_text(_stat({0: 0, 1: 10, 2: 0},
+                                                                                        {0: 10, 2: 10})))
     assert chooser.choose(1) == {1}
+    chooser.pinned(own_cpu_seconds=0.5)
+    # next interval: every CPU busy throughout (no idle ticks), cpu1 with our pinned workers' 2 s (200 ticks), the
+    # others with somebody else's work: cpu1 stays
+    fake_stat.write_text(_stat({0: 0, 1: 10, 2: 0}, {0: 210, 1: 200, 2: 210}))
+    assert chooser.choose(1, own_cpu_seconds=2.5) == {1}
+    chooser.pinned(own_cpu_seconds=9.5)  # 7 s of setups before pinning (on every CPU) are not credited to cpu1
+    fake_stat.write_text(_stat({0: 0, 1: 10, 2: 50}, {0: 310, 1: 300, 2: 260}))
+    assert chooser.choose(1, own_cpu_seconds=9.9) == {2}  # cpu1: 40 ticks of ours, cpu2: 50 idle
+
+
+def test_a_tie_keeps_the_previous_choice(fake_stat: Path) -> None:
+    chooser = CpuChooser()
+    fake_stat.write_text(_stat({0: 10, 1: 50, 2: 30}))
+    assert chooser.choose() == {1}
+    fake_stat.write_text(_stat({0: 60, 1: 100, 2: 80}))  # +50 each
+    assert chooser.choose() == {1}
 
 
 @linux_only

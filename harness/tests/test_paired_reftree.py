@@ -45,3 +45,23 @@ def test_identical_shared_objects_of_the_two_environments_become_one_file(tmp_pa
                     "ours/_ext.so": False, "numpy/__init__.py": False}
     assert (tmp_path / "envB" / site / "ours/_ext.so").read_bytes() == b"built from tree B" and lines == []
     assert _share_libraries(tmp_path / "envA", tmp_path / "envB", lines.append) == 0  # already shared: nothing to do
+
+
+def test_only_libraries_inside_both_environments_are_linked(tmp_path: Path) -> None:
+    site = "lib/python3.11/site-packages"
+    for env in ("envA", "envB"):
+        (tmp_path / env / site / "pkg").mkdir(parents=True)
+        (tmp_path / env / site / "pkg" / "notes.sorted.txt").write_bytes(b"same")  # not a library by its name
+    outside = tmp_path / "elsewhere" / "ext"
+    outside.mkdir(parents=True)
+    (outside / "e.so").write_bytes(b"ext")
+    (tmp_path / "envA" / site / "ext").mkdir()
+    (tmp_path / "envA" / site / "ext" / "e.so").write_bytes(b"ext")
+    (tmp_path / "envB" / site / "ext").symlink_to(outside)  # envB's directory leads out of envB
+    (tmp_path / "envA" / site / "pkg" / "gone.so").write_bytes(b"x")
+    (tmp_path / "envB" / site / "pkg" / "gone.so").mkdir()  # a directory where envA has a file
+    lines: list[str] = []
+    assert _share_libraries(tmp_path / "envA", tmp_path / "envB", lines.append) == 0
+    assert not (outside / "e.so").samefile(tmp_path / "envA" / site / "ext" / "e.so") and lines == []
+    assert not (tmp_path / "envA" / site / "pkg" / "notes.sorted.txt").samefile(
+        tmp_path / "envB" / site / "pkg" / "notes.sorted.txt")

@@ -61,6 +61,7 @@ KEEP_RUNS = 20
 DEFAULT_SUITE = "harness.benchmarks"
 _SELECTION = ("-k", "-m", "--backends")
 _INTERRUPTED = 130
+MAX_PROCESS_PAIRS = 16  # two processes each, holding a benchmark's buffers at once
 
 
 def build_parser(prog: str = "python -m harness bench") -> ArgumentParser:
@@ -83,7 +84,7 @@ def build_parser(prog: str = "python -m harness bench") -> ArgumentParser:
     parser.add_argument("--budget", type=_seconds, metavar="S",
                         help=f"seconds of rounds per entry before it stops short of the target precision (default: "
                         f"{ENTRY_BUDGET.seconds:g} stored, {AB_ENTRY_BUDGET.seconds:g} A/B)")
-    parser.add_argument("--process-pairs", type=_positive_int, metavar="N",
+    parser.add_argument("--process-pairs", type=_pairs, metavar="N",
                         help=f"A/B mode: time every benchmark on N pairs of worker processes (A, B) at once and pool "
                         f"their rounds, so that one pair's placement luck cannot make a verdict (default {PROCESS_PAIRS})")
     parser.add_argument("--suite", default=DEFAULT_SUITE, metavar="TARGET",
@@ -123,6 +124,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness bench
         _check_backends(args.select_backends)
         store = _store(args)
         if args.promote:
+            if args.against is not None or args.process_pairs is not None or args.plant_slowdown:
+                raise ReportInputError("--promote runs nothing: it takes no --against, --process-pairs or "
+                                       "--plant-slowdown")
             return _promote(store, Path(args.promote), args.accept_drift)
         if args.accept_drift and not (args.save_baseline or args.save_partial_baseline):
             raise ReportInputError("--accept-drift goes with --save-baseline or --promote: it marks the baseline "
@@ -229,9 +233,8 @@ def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> in
           f"{sides.b.root} (ready in {time.perf_counter() - started:.0f} s)", flush=True)
     logs = out / "logs"
     pairs = args.process_pairs or PROCESS_PAIRS
-    specs = [spec for n in range(1, pairs + 1)
-             for spec in (WorkerSpec(f"A{n} (ref)", str(sides.a.python), sides.a.workdir, logs / f"A{n}.log"),
-                          WorkerSpec(f"B{n} (working tree)", str(sides.b.python), sides.b.workdir, logs / f"B{n}.log"))]
+    specs = [WorkerSpec(f"{label}{n} ({what})", str(side.python), side.workdir_of(n), logs / f"{label}{n}.log")
+             for n in range(1, pairs + 1) for label, what, side in (("A", "ref", sides.a), ("B", "working tree", sides.b))]
     budget = replace(AB_ENTRY_BUDGET, seconds=args.budget) if args.budget else AB_ENTRY_BUDGET
     suite = _suite(args.suite)
     suites: list[str | Path] = [side.inside(suite) for side in (sides.a, sides.b)] if isinstance(suite, Path) \
@@ -255,9 +258,11 @@ def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> in
     for path, document in zip(files, result.documents):
         _write_json(path, document)
     if not result.documents[1]["benchmarks"]:
+        if result.failed[1]:
+            return _failures(result.failed[1], "no benchmark was timed, no report written")
         raise ReportInputError("no benchmark was timed on both sides (see above)")
     baseline, current = (parse_run(doc, str(path)) for path, doc in zip(files, result.documents))
-    warnings = [f"failed on A (the ref) only: {name}" for name in result.failed[0]]
+    warnings = [f"failed on A (the ref) only: {name}" for name in result.failed[0] if name not in result.failed[1]]
     report, written = write_report(current, baseline, [], out=out, threshold=args.threshold,
                                    min_effect=args.min_effect, warnings=warnings)
     status = finish(report, written, no_fail=args.no_fail)
@@ -346,6 +351,18 @@ def _split(argv: list[str]) -> tuple[list[str], list[str]]:
         return argv, []
     cut = argv.index("--")
     return argv[:cut], argv[cut + 1 :]
+
+
+def _pairs(text: str) -> int:
+    """argparse ``type`` of --process-pairs: an integer from 1 to MAX_PROCESS_PAIRS."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_PROCESS_PAIRS:
+        raise argparse.ArgumentTypeError(f"must be an integer from 1 to {MAX_PROCESS_PAIRS} (pairs of worker processes "
+                                         f"timed at once), got {text!r}")
+    return value
 
 
 def _positive_int(text: str) -> int:

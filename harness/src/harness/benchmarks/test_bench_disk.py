@@ -21,10 +21,10 @@ Targets of issue 9: warm io_uring >= 0.9x the copyto limit; cold io_uring >= 1.5
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -58,30 +58,36 @@ class DiskFile:
     def make_cold(self) -> None:
         self.dev.drop_page_cache()
 
-    @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        """Hold the file's lock (``flock(2)`` on a file beside it) across a test's setup: an A/B run sets a benchmark
-        up in all its workers at once, and one worker's first read would fill the page cache between another's drop
-        and its check that the drop worked (``_prepare``)."""
-        with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+    def exclusive(self) -> contextlib.AbstractContextManager[None]:
+        """The file's lock (``_locked``) across a test's setup: an A/B run sets a benchmark up in all its workers at
+        once, and one worker's first read would fill the page cache between another's drop and its check that the
+        drop worked (``_prepare``)."""
+        return _locked(self.path)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock(2)`` on ``<path>.lock`` (every worker of a run, on either side, uses the same)."""
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="module")
 def disk_file(request: pytest.FixtureRequest, bench_shared_dir: Path) -> Iterator[DiskFile]:
-    """The benchmark file in ``bench_shared_dir``: in an A/B run both versions read the same file (the same blocks on
-    disk), written once by whichever side comes first."""
+    """The benchmark file in ``bench_shared_dir``: in an A/B run every worker reads the same file (the same blocks on
+    disk), written once by whichever worker comes first."""
     nbytes = options.disk_bench_bytes(request.config)
     data = np.random.default_rng(9).integers(0, 256, nbytes, dtype=np.uint8)
     path = bench_shared_dir / f"disk-read-{nbytes}.bin"
-    if not path.exists() or path.stat().st_size != nbytes:
-        partial = path.with_name(f".{path.name}.{os.getpid()}")
-        data.tofile(partial)
-        partial.replace(path)
+    with _locked(path):  # the workers set up at once: the first writes it, the others find it written
+        if not path.exists() or path.stat().st_size != nbytes:
+            partial = path.with_name(f".{path.name}.{os.getpid()}")
+            data.tofile(partial)
+            partial.replace(path)
     with Device.restoring():
         f = DiskFile(path, data)
         yield f

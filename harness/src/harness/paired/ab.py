@@ -27,7 +27,7 @@ import numpy as np
 
 from harness.bench_schema import ENTRY, MODE_AB
 from harness.paired.cpus import CpuChooser
-from harness.paired.engine import Budget, Side
+from harness.paired.engine import Budget, RoundFailed, Side
 from harness.paired.process import WorkerProcess
 from harness.paired.runfile import benchmark_record, run_document
 from harness.paired.session import FAILED, PASSED, Collected, Finished, finish, run_same, start, time_alone_or_beside
@@ -82,7 +82,8 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
         sides = [i % 2 for i in order]  # 0 = A, 1 = B; who starts first alternates between benchmarks
         # a planted run: B spins inside its timed span, A as long right after its own, so both load the CPU alike
         timed = [Side(workers[i], planted or 1.0, untimed=not side) for i, side in zip(order, sides)]
-        outcome = run_same(timed, nodeid, budget, _spread(budget, sides), chosen)
+        outcome = run_same(timed, nodeid, budget, _spread(budget, sides), chosen,
+                           lambda: cpus.pinned(sum(worker.cpu_seconds() for worker in workers)))
         if not outcome.ok or outcome.rounds is None:
             finished: dict[int, Finished] = {}
             for position, side in enumerate(sides):
@@ -138,8 +139,12 @@ def _alone(worker: WorkerProcess, side: int, nodeid: str, budget: Budget, result
     if ready["ev"] == "done":
         _not_timed(nodeid, {side: Finished.of(ready)}, result, progress)
         return None
-    rounds = time_alone_or_beside([Side(worker)], [ready["iterations"]], budget,
-                                  lambda times: half_width(np.log(times[0]), budget.confidence))
+    try:
+        rounds = time_alone_or_beside([Side(worker)], [ready["iterations"]], budget,
+                                      lambda times: half_width(np.log(times[0]), budget.confidence))
+    except RoundFailed as failure:
+        _not_timed(nodeid, {side: Finished.of(failure.done)}, result, progress)
+        return None
     finished = finish(worker)
     if finished.outcome != PASSED:
         _not_timed(nodeid, {side: finished}, result, progress)
@@ -154,13 +159,16 @@ def _spread(budget: Budget, sides: Sequence[int]) -> Callable[[list[Any]], float
 
 
 def _not_timed(nodeid: str, finished: dict[int, Finished], result: AbResult, progress: Callable[[str], None]) -> None:
-    """Record and say why ``nodeid`` was not timed: a failure on a side (``finished``: side -> how it ended), else
-    the skip reason."""
+    """Record and say why ``nodeid`` was not timed: a failure on each side that failed (``finished``: side -> how
+    one of its workers ended, a failure first), else the skip reason."""
+    failed = False
     for side, label in ((0, "A"), (1, "B")):
         if side in finished and finished[side].outcome == FAILED:
             result.failed[side][nodeid] = finished[side].message
             progress(f"  {nodeid}  FAILED on {label}: {finished[side].message.strip().splitlines()[-1][:200]}")
-            return
+            failed = True
+    if failed:
+        return
     reason = next((f.message for f in finished.values() if f.message), "not run")
     result.skipped[nodeid] = reason
     progress(f"  {nodeid}  SKIPPED: {reason.strip().splitlines()[-1][:200] if reason.strip() else reason}")

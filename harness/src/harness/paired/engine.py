@@ -13,13 +13,14 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from harness.paired.process import WorkerProcess
 
-__all__ = ["STOP_BUDGET", "STOP_MAX", "STOP_PRECISION", "Budget", "Rounds", "Side", "calibrate", "iterations_for",
-           "measure"]
+__all__ = ["STOP_BUDGET", "STOP_MAX", "STOP_PRECISION", "Budget", "RoundFailed", "Rounds", "Side", "calibrate",
+           "iterations_for", "measure"]
 
 STOP_PRECISION = "precision"  # the CI became narrow enough
 STOP_BUDGET = "budget"  # the time budget of the benchmark was spent first
@@ -51,6 +52,14 @@ class Budget:
             raise ValueError(f"need 2 <= min_rounds <= max_rounds, got {self.min_rounds} and {self.max_rounds}")
 
 
+class RoundFailed(Exception):
+    """The benchmarked function raised during a round: the worker's test ended; ``done`` is its ``done`` message."""
+
+    def __init__(self, worker: WorkerProcess, done: dict[str, Any]) -> None:
+        super().__init__(f"{worker.label}: {done.get('nodeid')} failed in a timed round")
+        self.worker, self.done = worker, done
+
+
 @dataclass
 class Side:
     """A worker whose benchmark is ready to be timed; ``stretch`` > 1 plants a slowdown of that factor, or with
@@ -62,8 +71,10 @@ class Side:
 
     def time(self, iterations: int, warmup: bool = False) -> float:
         """Seconds of one round of ``iterations`` calls (``warmup``: not one of the benchmark's rounds)."""
-        answer = self.worker.request("time", ("times",), iterations=iterations, rounds=1, stretch=self.stretch,
+        answer = self.worker.request("time", ("times", "done"), iterations=iterations, rounds=1, stretch=self.stretch,
                                      untimed=self.untimed, warmup=warmup)
+        if answer["ev"] == "done":
+            raise RoundFailed(self.worker, answer)
         return float(answer["t"][0])
 
 

@@ -9,10 +9,10 @@
 - ``<cache>/treeB``: a symbolic link to the working tree, so both sides import their code through paths of the same
   length;
 - both trees' packages byte-compiled before the workers start (``compileall``), so neither side compiles at import;
-- ``<cache>/runA`` and ``<cache>/runB``: the (empty) working directories of the two workers. A process that starts in
-  the link would see the working tree's real path as its current directory (``getcwd`` resolves links), and ``python
-  -m`` puts that directory first on ``sys.path``, so the two sides would again differ in a path's length; each side's
-  pytest configuration is then named explicitly (``Side.config``);
+- ``<cache>/runA/<n>`` and ``<cache>/runB/<n>``: the (empty) working directories of the workers of process pair n.
+  A process that starts in the link would see the working tree's real path as its current directory (``getcwd``
+  resolves links), and ``python -m`` puts that directory first on ``sys.path``, so the two sides would again differ
+  in a path's length; each side's pytest configuration is then named explicitly (``Side.config``);
 - ``<cache>/envA`` and ``<cache>/envB``: virtual environments of the running interpreter holding each tree's packages
   (editable installs, the packages the running environment has in editable form) and exactly the third-party versions
   of the running environment, so the two sides differ only in our code. Each is rebuilt when that list, its tree's
@@ -36,6 +36,7 @@ import filecmp
 import hashlib
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -69,6 +70,13 @@ class Side:
     top: Path
     workdir: Path
     config: Path | None
+
+    def workdir_of(self, pair: int) -> Path:
+        """The working directory of this side's worker of process pair ``pair`` (``<workdir>/<pair>``, created): each
+        worker has its own, so a benchmark that writes a file into its current directory collides with nobody."""
+        path = self.workdir / str(pair)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
 
     def inside(self, path: Path) -> Path:
         """Where ``path`` of the working tree is in this side's tree. Raises RefError for a path outside the working
@@ -223,29 +231,38 @@ def _share_libraries(env_a: Path, env_b: Path, progress: Callable[[str], None]) 
     environments on all three process pairs of one run). Returns how many files were linked; a file that cannot be
     linked (another file system, no permission) stays as it is, said in one progress line."""
     linked, failed = 0, []
+    roots = env_a.resolve(), env_b.resolve()
     for path_a in sorted(env_a.glob("lib/python*/site-packages/**/*.so*")):
         path_b = env_b / path_a.relative_to(env_a)
+        if not _SHARED_OBJECT.fullmatch(path_a.name) or not _inside(path_a, roots[0]) or not _inside(path_b, roots[1]):
+            continue
         try:
             a, b = path_a.lstat(), path_b.lstat()
-        except OSError:
-            continue
-        if not (stat.S_ISREG(a.st_mode) and stat.S_ISREG(b.st_mode)) or (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino):
-            continue
-        if a.st_size != b.st_size or not filecmp.cmp(path_a, path_b, shallow=False):
-            continue
-        temp = path_b.with_name(f".{path_b.name}.harness-link")
-        try:
+            if not (stat.S_ISREG(a.st_mode) and stat.S_ISREG(b.st_mode)) or (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino):
+                continue
+            if a.st_size != b.st_size or not filecmp.cmp(path_a, path_b, shallow=False):
+                continue
+            temp = path_b.with_name(f".{path_b.name}.harness-link")
             temp.unlink(missing_ok=True)
             os.link(path_a, temp)
             os.replace(temp, path_b)
         except OSError as exc:
-            failed.append(f"{path_b.name}: {exc.strerror}")
+            failed.append(f"{path_b.name}: {exc.strerror or exc}")
             continue
         linked += 1
     if failed:
         progress(f"harness bench: {len(failed)} shared object(s) of {env_b} could not be linked to {env_a}'s and stay "
                  f"copies, so the two sides may differ by where their libraries lie ({failed[0]})")
     return linked
+
+
+_SHARED_OBJECT = re.compile(r".+\.so(\.\d+)*")  # libfoo.so, _ext.cpython-311-x86_64-linux-gnu.so, libbar.so.1.2
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """True when ``path``'s directory, links resolved, lies under ``root``: a linked directory of one environment
+    must not lead the linking into a tree outside it."""
+    return path.parent.resolve().is_relative_to(root)
 
 
 def _through(tree: Path, env: Path) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.paired.engine import Budget, Rounds, Side, calibrate, iterations_for, measure
+from harness.paired.engine import Budget, RoundFailed, Rounds, Side, calibrate, iterations_for, measure
 from harness.paired.process import WorkerError, WorkerProcess
 
 __all__ = ["FAILED", "PASSED", "SKIPPED", "Collected", "Finished", "Outcome", "WorkerSpec", "collected", "finish",
@@ -105,11 +105,11 @@ def finish(worker: WorkerProcess, reason: str | None = None) -> Finished:
 
 
 def run_same(sides: Sequence[Side], nodeid: str, budget: Budget, spread: Callable[[list[np.ndarray]], float],
-             cpus: set[int] | None = None) -> Outcome:
+             cpus: set[int] | None = None, pinned: Callable[[], None] | None = None) -> Outcome:
     """Run ``nodeid`` on the worker of every side (set up concurrently on all the CPUs this process may use,
     ``start_all``) and time its rounds in alternation, in the order of ``sides``, with every worker pinned to ``cpus``
-    (None: left where it is); a worker whose test ends before its timed call (skip, failure) makes the others skip
-    theirs.
+    (None: left where it is; ``pinned`` is called once they are); a worker whose test ends before its timed call
+    (skip, failure) makes the others skip theirs.
 
     Each side's calls per round are calibrated on its own, so the rounds of both last about ``budget.round_s``: on a
     loaded machine a round longer than a scheduler time slice is preempted more often than a short one, so rounds of
@@ -122,13 +122,20 @@ def run_same(sides: Sequence[Side], nodeid: str, budget: Budget, spread: Callabl
     if cpus is not None:
         for worker in workers:
             worker.pin(cpus)
+        if pinned is not None:
+            pinned()
     if any(message["ev"] == "done" for message in ready):
         ended = [Finished.of(m) for m in ready if m["ev"] == "done"]
         why = next((f.message for f in ended if f.outcome != PASSED), "") or "it did not reach its timed call"
-        finished = [Finished.of(m) if m["ev"] == "done" else finish(w, f"the other side did not run: {why}")
+        finished = [Finished.of(m) if m["ev"] == "done" else finish(w, f"another worker did not run it: {why}")
                     for w, m in zip(workers, ready)]
         return Outcome(nodeid, tuple(finished), None)
-    rounds = time_alone_or_beside(sides, [m["iterations"] for m in ready], budget, spread)
+    try:
+        rounds = time_alone_or_beside(sides, [m["iterations"] for m in ready], budget, spread)
+    except RoundFailed as failure:
+        failed = Finished.of(failure.done)
+        why = f"it failed in a timed round on {failure.worker.label}"
+        return Outcome(nodeid, tuple(failed if w is failure.worker else finish(w, why) for w in workers), None)
     return Outcome(nodeid, tuple(finish(worker) for worker in workers), rounds)
 
 

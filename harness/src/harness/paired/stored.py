@@ -20,7 +20,7 @@ import numpy as np
 
 from harness.bench_schema import ENTRY, LIMIT, PAIRED_LIMIT_KEY
 from harness.paired.cpus import CpuChooser
-from harness.paired.engine import Budget, Rounds, Side
+from harness.paired.engine import Budget, RoundFailed, Rounds, Side
 from harness.paired.process import WorkerProcess
 from harness.paired.runfile import benchmark_record
 from harness.paired.session import PASSED, Collected, Finished, finish, start, time_alone_or_beside
@@ -96,11 +96,14 @@ class _StoredRun:
 
     def _pin(self, *nodeids: str) -> None:
         """Both workers on the idlest CPUs, as many as the benchmarks ``nodeids`` run threads at once."""
-        cpus = self.cpus.choose(max(self.items[n].get("threads", 1) for n in nodeids),
-                                self.entries.cpu_seconds() + self.limits.cpu_seconds())
+        cpus = self.cpus.choose(max(self.items[n].get("threads", 1) for n in nodeids), self._own_seconds())
         if cpus is not None:
             self.entries.pin(cpus)
             self.limits.pin(cpus)
+            self.cpus.pinned(self._own_seconds())
+
+    def _own_seconds(self) -> float:
+        return self.entries.cpu_seconds() + self.limits.cpu_seconds()
 
     def _entry(self, nodeid: str) -> None:
         ready = start(self.entries, nodeid)
@@ -113,14 +116,33 @@ class _StoredRun:
         budget = self.entry_budget if role in (None, ENTRY) else self.other_budget
         self._pin(nodeid, *([held.nodeid] if held is not None else []))
         if held is None:
-            rounds = time_alone_or_beside([Side(self.entries)], [ready["iterations"]], budget, _alone_spread(budget))
+            try:
+                rounds = time_alone_or_beside([Side(self.entries)], [ready["iterations"]], budget, _alone_spread(budget))
+            except RoundFailed as failure:
+                self._ended(nodeid, Finished.of(failure.done))
+                return
             self._store(nodeid, finish(self.entries), rounds.times[0], rounds.iterations[0], rounds)
             return
         sides = [Side(self.entries), Side(self.limits)]
-        rounds = time_alone_or_beside(sides, [ready["iterations"], held.fixed], budget, _paired_spread(budget))
+        try:
+            rounds = time_alone_or_beside(sides, [ready["iterations"], held.fixed], budget, _paired_spread(budget))
+        except RoundFailed as failure:
+            self._round_failed(nodeid, held, failure)
+            return
         held.rounds.append(rounds)
         paired = {PAIRED_LIMIT_KEY: {"fullname": held.nodeid, "data": rounds.times[1]}}
         self._store(nodeid, finish(self.entries), rounds.times[0], rounds.iterations[0], rounds, paired)
+
+    def _round_failed(self, nodeid: str, held: _Held, failure: RoundFailed) -> None:
+        """A timed round raised: in the entry (it failed; the limit keeps waiting) or in the limit (it failed; the
+        entry is skipped, and so are the limit's other entries, timed alone as if it had no limit)."""
+        if failure.worker is self.entries:
+            self._ended(nodeid, Finished.of(failure.done))
+            return
+        self.held = None
+        self._ended(held.nodeid, Finished.of(failure.done))
+        self.group_limit = {g: n for g, n in self.group_limit.items() if n != held.nodeid}
+        self._ended(nodeid, finish(self.entries, f"its limit {held.nodeid} failed in a timed round"))
 
     def _hold(self, limit: str) -> _Held | None:
         """The limit ``limit`` waiting in the limit worker (started now unless it already is); None when it could
@@ -155,7 +177,11 @@ class _StoredRun:
             self._ended(nodeid, Finished.of(ready))
             return
         self._pin(nodeid)
-        rounds = time_alone_or_beside([Side(worker)], [ready["iterations"]], budget, _alone_spread(budget))
+        try:
+            rounds = time_alone_or_beside([Side(worker)], [ready["iterations"]], budget, _alone_spread(budget))
+        except RoundFailed as failure:
+            self._ended(nodeid, Finished.of(failure.done))
+            return
         self._store(nodeid, finish(worker), rounds.times[0], rounds.iterations[0], rounds)
 
     def _store(self, nodeid: str, finished: Finished, times: list[float], calls: int, rounds: Rounds,

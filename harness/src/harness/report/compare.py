@@ -319,21 +319,26 @@ def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Setting
     return BenchmarkComparison(
         name, verdict.verdict, kind, threshold, now, before, ratio=verdict.ratio, ci=verdict.ci,
         p_value=verdict.p_value, test=verdict.test, pairs=verdict.pairs, stop=str(now.options.get("stop") or "") or None,
-        detectable=verdict.detectable, note=_ab_note(verdict, kind, settings),
-        process_ratios=_process_ratios(d, now.options.get("process_pairs")),
+        detectable=verdict.detectable, note=_ab_note(verdict, kind, settings, bool(cur.harness.get("planted"))),
+        process_ratios=_process_ratios(d, now.options.get("process_pairs"), before.options.get("process_pairs")),
     )
 
 
-def _process_ratios(d: np.ndarray, pairs: Any) -> tuple[float, ...] | None:
+def _process_ratios(d: np.ndarray, pairs: Any, pairs_before: Any) -> tuple[float, ...] | None:
     """The median ratio of each process pair (round i of a side came from its worker i % ``pairs``:
-    ``harness.paired.runfile.benchmark_record``); None for one pair or an unusable count."""
-    if not isinstance(pairs, int) or isinstance(pairs, bool) or not 1 < pairs <= d.size:
+    ``harness.paired.runfile.benchmark_record``); None for one pair, a count the two sides do not share, or one that
+    does not divide the rounds (not the runner's layout)."""
+    if pairs != pairs_before or not isinstance(pairs, int) or isinstance(pairs, bool) or not 1 < pairs <= d.size:
+        return None
+    if d.size % pairs:
         return None
     return tuple(math.exp(float(np.median(d[g::pairs]))) for g in range(pairs))
 
 
-def _ab_note(verdict: Paired, kind: str, settings: _Settings) -> str | None:
+def _ab_note(verdict: Paired, kind: str, settings: _Settings, planted: bool) -> str | None:
     if kind != ENTRY and verdict.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):
+        if planted:
+            return f"a {kind} moved: the planted slowdown stretched its rounds too (never fails the run)"
         return f"a {kind} moved: the same code on both sides, so the two environments differ (never fails the run)"
     if verdict.verdict is Verdict.UNCHANGED and verdict.p_value < settings.alpha and math.isfinite(verdict.ratio):
         if abs(math.log(verdict.ratio)) < math.log1p(settings.min_effect):
