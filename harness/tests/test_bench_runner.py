@@ -351,6 +351,12 @@ def test_two_threads(benchmark):
 def test_one_thread(benchmark):
     benchmark(work, LIMIT_N)
     benchmark.extra_info["cpus"] = sorted(os.sched_getaffinity(0))
+
+
+@pytest.mark.bench_threads(2, backends=["CPU"])
+def test_device_threads(benchmark, device):
+    benchmark(work, LIMIT_N)
+    benchmark.extra_info["cpus"] = sorted(os.sched_getaffinity(0))
 '''
 
 
@@ -364,6 +370,7 @@ def test_workers_get_as_many_cpus_as_the_benchmark_runs_threads(root):
     allowed = os.sched_getaffinity(0)
     assert len(cpus["test_two_threads"]) == 2 and set(cpus["test_two_threads"]) <= allowed
     assert len(cpus["test_one_thread"]) == 1 and set(cpus["test_one_thread"]) <= allowed
+    assert len(cpus["test_device_threads[CPU]"]) == 2 and len(cpus["test_device_threads[PYTHON]"]) == 1
 
 
 def test_a_benchmark_module_that_does_not_import_fails_the_run(root, capsys):

@@ -160,7 +160,7 @@ def test_bad(benchmark):
     result.stdout.fnmatch_lines([f"*test_bad: @pytest.mark.{said}*" if "role '" not in said else f"*{said}*"])
 
 
-@pytest.mark.parametrize("args", ["0", "'2'", "True", "1, 2", "n=2"])
+@pytest.mark.parametrize("args", ["0", "'2'", "True", "1, 2", "n=2", "2, backends='CPU'", "2, devices=['CPU']"])
 def test_bench_threads_misuse_fails_the_test_with_the_reason(fake_pytester: pytest.Pytester, args: str) -> None:
     fake_pytester.makepyfile(f"""
 import pytest
@@ -171,7 +171,8 @@ def test_bad(benchmark):
 """)
     result = fake_pytester.runpytest("--benchmark-disable")
     assert result.ret != 0
-    result.stdout.fnmatch_lines(["*test_bad: @pytest.mark.bench_threads takes one int >= 1 (threads run at once)*"])
+    result.stdout.fnmatch_lines(["*test_bad: @pytest.mark.bench_threads takes one int >= 1 (threads run at once) and "
+                                 "optionally backends=?names? (where it runs them)*"])
 
 
 BIGMEM_TEST = """

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator
-from typing import NoReturn, Protocol
+from collections.abc import Iterator, Mapping
+from typing import Any, NoReturn, Protocol
 
 import pytest
 
@@ -13,7 +13,7 @@ from runtime_core.device import Device
 from runtime_core.dtype import DType
 
 __all__ = ["MARKERS", "PROJECT_BACKENDS", "register", "restriction_reason", "capability_reason", "bench_threshold",
-           "bench_role", "bench_group", "bench_threads", "backend_typo"]
+           "bench_role", "bench_group", "bench_threads", "threads_of", "backend_typo"]
 
 PROJECT_BACKENDS = ("CPU", "PYTHON", "CUDA", "DISK", "CLOUD")
 """Backends this project ships: a marker may name one that is not installed here (the test then skips), while a name
@@ -31,8 +31,9 @@ MARKERS = {
     "bench_role": "bench_role(role, reference=None, peer=None): what a benchmark measures: 'entry' (our code, the "
                   "default), 'limit' (what the machine allows for the same work; reference= says what it runs) or "
                   "'peer' (another project, peer= names it); only entries can fail a run",
-    "bench_threads": "bench_threads(n): the benchmark runs n threads at once (an int >= 1; default 1): the paired "
-                     "benchmark runner gives its workers that many CPUs, not one",
+    "bench_threads": "bench_threads(n, backends=None): the benchmark runs n threads at once (an int >= 1; default 1) "
+                     "on the given backends (default: on all): the paired benchmark runner gives its workers that "
+                     "many CPUs, not one",
     "slow": "slow: takes long; deselect with -m 'not slow'",
     "bigmem": "bigmem: needs more than 2 GiB of memory; runs only with --run-bigmem or HARNESS_RUN_BIGMEM=1",
 }
@@ -156,16 +157,32 @@ def bench_threshold(node: pytest.Item) -> float | None:
 
 
 def bench_threads(node: pytest.Item) -> int:
-    """The ``bench_threads`` marker's count of threads the benchmark runs at once (1 without the marker); anything but
-    one int >= 1 fails the test with the reason."""
+    """The ``bench_threads`` marker's count of threads the benchmark runs at once: ``n`` on the item's backend (its
+    ``device`` parameter) when ``backends=`` (a list of names) holds it or is not given, else 1; 1 without the marker.
+    Anything but one int >= 1 and an optional list of backend names fails the test with the reason."""
     mark = node.get_closest_marker("bench_threads")
     if mark is None:
         return 1
-    count = mark.args[0] if len(mark.args) == 1 and not mark.kwargs else None
-    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+    count, backends = threads_of(mark.args, mark.kwargs)
+    if count is None:
         given = ", ".join([repr(a) for a in mark.args] + [f"{k}={v!r}" for k, v in mark.kwargs.items()])
-        _misuse(node, f"@pytest.mark.bench_threads takes one int >= 1 (threads run at once), got ({given})")
-    return count
+        _misuse(node, f"@pytest.mark.bench_threads takes one int >= 1 (threads run at once) and optionally "
+                      f"backends=[names] (where it runs them), got ({given})")
+    device = getattr(getattr(node, "callspec", None), "params", {}).get("device")
+    return count if backends is None or device in backends else 1
+
+
+def threads_of(args: tuple, kwargs: Mapping[str, Any]) -> tuple[int | None, tuple[str, ...] | None]:
+    """(n, backends) of a ``bench_threads(n, backends=...)`` marker's arguments; n is None when they are not one
+    int >= 1 and an optional list or tuple of backend names."""
+    count = args[0] if len(args) == 1 else None
+    backends = kwargs.get("backends")
+    if set(kwargs) - {"backends"} or not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        return None, None
+    if backends is not None and (not isinstance(backends, (list, tuple)) or
+                                 not all(isinstance(b, str) for b in backends)):
+        return None, None
+    return count, tuple(backends) if backends is not None else None
 
 
 # the keyword each role requires, and the extra_info key it is stored under

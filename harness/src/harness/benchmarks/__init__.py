@@ -23,12 +23,13 @@ Writing a benchmark (a new file ``test_bench_<area>.py`` here, e.g. for CUDA, DI
   numba, a vendor library): shown, judged, never failing.
 * **Threads**: the runner keeps both workers of a comparison on one CPU (the idlest), so rounds of two versions see the
   same core; a benchmark that runs several threads at once says how many with ``@pytest.mark.bench_threads(n)`` and
-  gets that many CPUs (the CPU kernel entries, on every core, and the all-core BLAS limit). A process a benchmark
-  starts (a server) is pinned with its worker.
+  gets that many CPUs (the all-core BLAS limit; ``bench_threads(n, backends=["CPU"])``: the kernel entries, on every
+  core on CPU only, since PYTHON runs one thread). A process a benchmark starts (a server) is pinned with its
+  worker.
 * **Inputs shared by both sides**: a file whose place on disk affects the timing (a read benchmark's input) goes in
-  the ``bench_shared_dir`` fixture's directory, written once when absent (by a rename), so both versions of an A/B run
-  read the same blocks; per-process resources that differ from one process to the next (a server, a temporary file)
-  make the two sides differ by themselves, which no pairing can cancel.
+  the ``bench_shared_dir`` fixture's directory, written once when absent (under a lock, by a rename), so every worker
+  of an A/B run reads the same blocks; per-process resources that differ from one process to the next (a server, a
+  temporary file) make the two sides differ by themselves, which no pairing can cancel.
 * **Thresholds**: stored-baseline mode flags an entry whose median moved beyond 10%; a benchmark whose noise needs
   more says so with ``@pytest.mark.bench_threshold(0.2)`` and a comment with the measured spread. A/B mode needs no
   threshold: it flags changes beyond its minimum effect (3%) that the paired rounds resolve, and reports per benchmark

@@ -56,6 +56,7 @@ CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os
 # the device entries run on every core (the CPU backend's default, CPU_THREADS set by the conftest); the paired runner
 # then gives the workers every CPU for them, not one
 ALL_CORES = pytest.mark.bench_threads(CORES)
+CPU_ALL_CORES = pytest.mark.bench_threads(CORES, backends=["CPU"])  # the PYTHON backend runs one thread
 THREADS = [pytest.param(1, id="1thread"), pytest.param(CORES, id=f"{CORES}threads", marks=ALL_CORES)]
 BLOCK_ROWS, BLOCK_COLS, BLOCK_UNROLL = 8, 32, 4  # 16 AVX-512 (or 32 AVX2) accumulators; the k loop unrolled 4 times
 
@@ -89,7 +90,7 @@ def _sizes(key: str, full: int, group: Callable[[int], str]) -> list[Any]:
     return [pytest.param(n, id=str(n), marks=pytest.mark.benchmark(group=group(n))) for n in sizes]
 
 
-@ALL_CORES
+@CPU_ALL_CORES
 def test_add(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np.random.Generator) -> None:
     n = _size(device, "add_n", ADD_N)
     benchmark.group = _add_group(n)
@@ -129,7 +130,7 @@ def test_add_limit_numpy(benchmark: Any, rng: np.random.Generator, n: int) -> No
 
 
 @pytest.mark.benchmark(group=ROWSUM_GROUP)
-@ALL_CORES
+@CPU_ALL_CORES
 def test_row_sum(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np.random.Generator) -> None:
     x = rng.random(ROWS * COLS, dtype=np.float32)
     kernel = row_sum_kernel(ROWS, COLS)
@@ -152,7 +153,7 @@ def test_row_sum_limit_numpy(benchmark: Any, rng: np.random.Generator) -> None:
                 shape=[ROWS, COLS])
 
 
-@ALL_CORES
+@CPU_ALL_CORES
 def test_matmul(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np.random.Generator) -> None:
     n = _size(device, "matmul_n", MATMUL_N)
     benchmark.group = _matmul_group(n)

@@ -108,11 +108,17 @@ def _static_role(item: pytest.Item) -> str | None:
 
 
 def _static_threads(item: pytest.Item) -> int:
-    """Threads the benchmark runs at once (``@pytest.mark.bench_threads``; 1 without it or when misused, which the
-    harness plugin reports as the test's failure)."""
+    """Threads the benchmark runs at once (``@pytest.mark.bench_threads(n, backends=None)``: n on the listed backends
+    or on all, else 1; 1 without it or when misused, which the harness plugin reports as the test's failure). Read
+    here, not through ``harness.markers``: the worker also runs a ref's tree, whose harness may predate it."""
     marker = item.get_closest_marker("bench_threads")
-    count = marker.args[0] if marker and len(marker.args) == 1 else 1
-    return count if isinstance(count, int) and not isinstance(count, bool) and count >= 1 else 1
+    if marker is None or len(marker.args) != 1:
+        return 1
+    count, backends = marker.args[0], marker.kwargs.get("backends")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        return 1
+    device = getattr(getattr(item, "callspec", None), "params", {}).get("device")
+    return count if not isinstance(backends, (list, tuple)) or device in backends else 1
 
 
 class RunClock:
