@@ -316,12 +316,25 @@ def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Setting
         return BenchmarkComparison(name, Verdict.UNCHANGED, kind, threshold, now, before, note=note)
     verdict: Paired = judge(d, alpha=settings.alpha, confidence=settings.confidence, min_effect=settings.min_effect,
                             p_value=adjusted_p)
+    processes = _process_ratios(d, now.options.get("process_pairs"), before.options.get("process_pairs"))
+    said = _ab_note(verdict, kind, settings, bool(cur.harness.get("planted")))
+    if processes and verdict.verdict in (Verdict.REGRESSED, Verdict.IMPROVED) and \
+            not _most_pairs_agree(processes, verdict.verdict, settings.min_effect):
+        said = (f"{verdict.verdict.value} in the pooled rounds, but the median of the process pairs' ratios "
+                f"(x{float(np.median(processes)):.3f}) is within the minimum effect: one pair's placement, not the code")
+        verdict = replace(verdict, verdict=Verdict.UNCHANGED)
     return BenchmarkComparison(
         name, verdict.verdict, kind, threshold, now, before, ratio=verdict.ratio, ci=verdict.ci,
         p_value=verdict.p_value, test=verdict.test, pairs=verdict.pairs, stop=str(now.options.get("stop") or "") or None,
-        detectable=verdict.detectable, note=_ab_note(verdict, kind, settings, bool(cur.harness.get("planted"))),
-        process_ratios=_process_ratios(d, now.options.get("process_pairs"), before.options.get("process_pairs")),
+        detectable=verdict.detectable, note=said, process_ratios=processes,
     )
+
+
+def _most_pairs_agree(processes: tuple[float, ...], verdict: Verdict, min_effect: float) -> bool:
+    """True when the median of the process pairs' median ratios is beyond the minimum effect the way ``verdict``
+    goes: the verdict then holds in most process pairs, not only in the pooled rounds that one far-off pair can pull."""
+    middle = float(np.median(processes))
+    return middle >= 1.0 + min_effect if verdict is Verdict.REGRESSED else middle <= 1.0 / (1.0 + min_effect)
 
 
 def _process_ratios(d: np.ndarray, pairs: Any, pairs_before: Any) -> tuple[float, ...] | None:
