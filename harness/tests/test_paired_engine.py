@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from harness.paired.engine import STOP_BUDGET, STOP_MAX, STOP_PRECISION, Budget, calibrate, iterations_for, measure
+from harness.paired.engine import STOP_BUDGET, STOP_MAX, STOP_PRECISION, Budget, calibrate, iterations_for, measure, round_order
 from harness.paired.worker import RunClock
 from harness.report.paired import half_width, log_ratios
 
@@ -49,6 +49,20 @@ def test_rounds_alternate_a_b_b_a_and_stop_when_precise():
     assert order[:8] == list("ABBAABBA")
     assert rounds.stop == STOP_PRECISION and len(rounds.times[0]) == len(rounds.times[1]) >= 8
     assert np.median(np.asarray(rounds.times[1]) / rounds.times[0]) == pytest.approx(1.1, rel=0.01)
+
+
+def test_with_two_pairs_or_more_no_side_ever_follows_itself_and_each_pair_takes_turns_going_first():
+    assert round_order(2) == [0, 1, 1, 0]
+    assert round_order(1) == [0, 0]
+    for count in (3, 4, 6, 8):
+        order = round_order(count) * 3
+        assert all(first != second for first, second in zip(order, order[1:]))
+        assert sorted(round_order(count)) == sorted(list(range(count)) * 2)
+    order = round_order(6)
+    for pair in range(3):
+        a, b = 2 * pair, 2 * pair + 1
+        first, second = order[:6], order[6:]
+        assert first.index(a) + 1 == first.index(b) and second.index(b) + 1 == second.index(a)
 
 
 def test_a_noisy_benchmark_stops_when_its_budget_is_spent_and_says_so():

@@ -83,7 +83,8 @@ def build_parser(prog: str = "python -m harness bench") -> ArgumentParser:
                         "gate sees a change of that size")
     parser.add_argument("--budget", type=_seconds, metavar="S",
                         help=f"seconds of rounds per entry before it stops short of the target precision (default: "
-                        f"{ENTRY_BUDGET.seconds:g} stored, {AB_ENTRY_BUDGET.seconds:g} A/B)")
+                        f"{ENTRY_BUDGET.seconds:g} stored, {AB_ENTRY_BUDGET.seconds:g} A/B; in A/B mode an entry that "
+                        f"looks changed but is not yet significant gets up to twice that more)")
     parser.add_argument("--process-pairs", type=_pairs, metavar="N",
                         help=f"A/B mode: time every benchmark on N pairs of worker processes (A, B) at once and pool "
                         f"their rounds, so that one pair's placement luck cannot make a verdict (default {PROCESS_PAIRS})")
@@ -235,7 +236,8 @@ def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> in
     pairs = args.process_pairs or PROCESS_PAIRS
     specs = [WorkerSpec(f"{label}{n} ({what})", str(side.python), side.workdir_of(n), logs / f"{label}{n}.log")
              for n in range(1, pairs + 1) for label, what, side in (("A", "ref", sides.a), ("B", "working tree", sides.b))]
-    budget = replace(AB_ENTRY_BUDGET, seconds=args.budget) if args.budget else AB_ENTRY_BUDGET
+    budget = replace(AB_ENTRY_BUDGET, seconds=args.budget, undecided_seconds=2 * args.budget) if args.budget \
+        else AB_ENTRY_BUDGET
     suite = _suite(args.suite)
     suites: list[str | Path] = [side.inside(suite) for side in (sides.a, sides.b)] if isinstance(suite, Path) \
         else [suite, suite]

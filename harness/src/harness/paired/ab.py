@@ -8,9 +8,10 @@ on several pairs at once and their per-pair ratios are pooled. The median of the
 process pairs agree; one unlucky pair cannot make a verdict.
 
 For each benchmark every worker sets it up (concurrently), each worker's calls per round are calibrated to rounds of
-the same length, and rounds go A1 B1 A2 B2 ... then back ... B2 A2 B1 A1, so the two rounds of a pair are always
-adjacent and each side goes first in every other pair, on the same CPUs (as many as the benchmark runs threads),
-until the CI of the median per-pair ratio is narrow enough or the benchmark's time budget is spent. Entries get
+the same length, and rounds go A1 B1 A2 B2 ... then B1 A1 B2 A2 ... (``harness.paired.engine.round_order``), so the
+two rounds of a pair are always adjacent, each side goes first in every other pair, and no worker follows itself, on
+the same CPUs (as many as the benchmark runs threads), until the CI of the median per-pair ratio is narrow enough or
+the benchmark's time budget is spent. Entries get
 ENTRY_BUDGET; limits and peers, the same code on both sides, only show whether the two environments differ and get
 CONTROL_BUDGET. A benchmark on one side only is timed alone on that side's first worker, so the report lists it as
 new or missing with its figures, never judged.
@@ -18,6 +19,7 @@ new or missing with its figures, never judged.
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -31,15 +33,17 @@ from harness.paired.engine import Budget, RoundFailed, Side
 from harness.paired.process import WorkerProcess
 from harness.paired.runfile import benchmark_record, run_document
 from harness.paired.session import FAILED, PASSED, Collected, Finished, finish, run_same, start, time_alone_or_beside
-from harness.report.paired import half_width, judge, log_ratios
+from harness.report.paired import half_width, judge, log_ratios, median_ci, sign_test_p
 
-__all__ = ["CONTROL_BUDGET", "ENTRY_BUDGET", "PROCESS_PAIRS", "AbResult", "run_ab"]
+__all__ = ["CONTROL_BUDGET", "ENTRY_BUDGET", "PROCESS_PAIRS", "AbResult", "Undecided", "run_ab"]
 
 # 20 pairs at least: the run's p-values are Holm-adjusted over its ~50 entries, so an entry needs p < 0.01 / 50, and
 # a two-sided sign test of n pairs cannot go below 2 / 2**n (n = 14: 1.2e-4, reached only when every pair
 # agrees); with 14 pairs and a 4 s budget, slow entries (0.1-0.3 s a call) planted 5% slower missed alpha by a
 # little (p 0.01-0.2), so they get 20 pairs and 6 s
-ENTRY_BUDGET = Budget(seconds=6.0, confidence=0.95, min_rounds=20)
+# an entry that looks changed but is not yet significant (a slow one planted 5% slower: p 0.02-0.06 after 24 pairs)
+# gets up to 12 s more: 20 more pairs of a 0.3 s call
+ENTRY_BUDGET = Budget(seconds=6.0, confidence=0.95, min_rounds=20, undecided_seconds=12.0)
 CONTROL_BUDGET = Budget(seconds=1.0, confidence=0.95, precision=0.02)
 # process pairs per run: with three, the pooled median follows the two that agree, so a false alarm needs two pairs
 # of unchanged code that err the same way by more than the minimum effect
@@ -70,6 +74,7 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
     pairs = len(workers) // 2
     a_names, b_names = collected[0].benchmarks(), collected[1].benchmarks()
     common = [n for n in b_names if n in set(a_names)]
+    entries = sum(1 for n in common if (collected[1].items[n]["role"] or collected[0].items[n]["role"] or ENTRY) == ENTRY)
     records: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
     result = AbResult(({}, {}))
     cpus = CpuChooser()
@@ -83,7 +88,8 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
         # a planted run: B spins inside its timed span, A as long right after its own, so both load the CPU alike
         timed = [Side(workers[i], planted or 1.0, untimed=not side) for i, side in zip(order, sides)]
         outcome = run_same(timed, nodeid, budget, _spread(budget, sides), chosen,
-                           lambda: cpus.pinned(sum(worker.cpu_seconds() for worker in workers)))
+                           lambda: cpus.pinned(sum(worker.cpu_seconds() for worker in workers)),
+                           Undecided(sides, budget.confidence, min_effect, alpha / max(1, entries)))
         if not outcome.ok or outcome.rounds is None:
             finished: dict[int, Finished] = {}
             for position, side in enumerate(sides):
@@ -151,6 +157,30 @@ def _alone(worker: WorkerProcess, side: int, nodeid: str, budget: Budget, result
         return None
     progress(f"  {nodeid}  {'new' if side else 'missing'}: on one side only, timed alone ({len(rounds.times[0])} rounds)")
     return benchmark_record(nodeid, finished, rounds.times[0], rounds.iterations[0], rounds, clock=clock)
+
+
+@dataclass(frozen=True)
+class Undecided:
+    """``measure``'s ``undecided`` for A/B rounds: True while the pooled per-pair ratio is beyond the minimum effect
+    but the verdict the report would give is not yet a change: the sign test's p-value is not below ``alpha`` (the
+    run's level over its entries, Bonferroni: what Holm asks of the most significant entry), the CI still holds 1, or
+    the median of the process pairs' ratios is within the minimum effect. A ratio within the minimum effect is
+    decided (unchanged), so only entries that look changed get the extra rounds, which a self-A/B run seldom pays."""
+
+    sides: Sequence[int]
+    confidence: float
+    min_effect: float
+    alpha: float
+
+    def __call__(self, times: list[Any]) -> bool:
+        d = _pooled(times, self.sides)
+        floor, middle = math.log1p(self.min_effect), float(np.median(d))
+        if abs(middle) < floor:
+            return False
+        low, high = median_ci(d, self.confidence)
+        pairs = len(self.sides) // 2  # round i of a side came from its worker i % pairs (``_interleaved``)
+        processes = float(np.median([np.median(d[g::pairs]) for g in range(pairs)])) * math.copysign(1.0, middle)
+        return not (sign_test_p(d) < self.alpha and (low > 0 or high < 0) and processes >= floor)
 
 
 def _spread(budget: Budget, sides: Sequence[int]) -> Callable[[list[Any]], float]:

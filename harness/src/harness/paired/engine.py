@@ -19,12 +19,13 @@ import numpy as np
 
 from harness.paired.process import WorkerProcess
 
-__all__ = ["STOP_BUDGET", "STOP_MAX", "STOP_PRECISION", "Budget", "RoundFailed", "Rounds", "Side", "calibrate",
-           "iterations_for", "measure"]
+__all__ = ["STOP_BUDGET", "STOP_EXTENDED", "STOP_MAX", "STOP_PRECISION", "Budget", "RoundFailed", "Rounds", "Side", "calibrate",
+           "iterations_for", "measure", "round_order"]
 
 STOP_PRECISION = "precision"  # the CI became narrow enough
 STOP_BUDGET = "budget"  # the time budget of the benchmark was spent first
 STOP_MAX = "max-rounds"  # the round cap was reached first
+STOP_EXTENDED = "extended"  # still undecided when the budget was spent: it ran on until decided or out of extra time
 _MAX_ITERATIONS = 10**7
 
 
@@ -35,6 +36,7 @@ class Budget:
     ``round_s``: target seconds of one round (of the faster side); ``min_rounds``: rounds per side before stopping is
     considered (8 is the least for which a two-sided sign-test p-value can go below 0.01); ``max_rounds``: a cap;
     ``seconds``: the time budget for the rounds of one benchmark, all sides together (setup and calibration excluded);
+    ``undecided_seconds``: more seconds for a benchmark still undecided when ``seconds`` are spent (``measure``);
     ``precision``: stop once the CI half-width, in log ratio, is at most this; ``confidence``: the CI's level.
     """
 
@@ -42,11 +44,13 @@ class Budget:
     min_rounds: int = 8
     max_rounds: int = 2000
     seconds: float = 4.0
+    undecided_seconds: float = 0.0
     precision: float = 0.01
     confidence: float = 0.99
 
     def __post_init__(self) -> None:
-        if not (self.round_s > 0 and self.seconds > 0 and self.precision > 0 and 0 < self.confidence < 1):
+        if not (self.round_s > 0 and self.seconds > 0 and self.undecided_seconds >= 0 and self.precision > 0
+                and 0 < self.confidence < 1):
             raise ValueError(f"invalid measurement budget {self}")
         if not 2 <= self.min_rounds <= self.max_rounds:
             raise ValueError(f"need 2 <= min_rounds <= max_rounds, got {self.min_rounds} and {self.max_rounds}")
@@ -110,28 +114,50 @@ def iterations_for(per_call: float, round_s: float) -> int:
     return min(_MAX_ITERATIONS, max(1, math.ceil(round_s / per_call)))
 
 
+def round_order(count: int) -> list[int]:
+    """The side of each round in one repeat of ``measure``'s loop (two rounds per side): every pair of sides in turn,
+    then again with each pair swapped. Two sides give A B B A; four give A1 B1 A2 B2 B1 A1 B2 A2. With two pairs or
+    more no side ever follows itself: a round right after one of its own finds its caches warm (measured on a CLOUD
+    round trip: 25-50% faster), and when turning back (A1 B1 A2 B2 B2 A2 B1 A1) that favoured the first and the last
+    side in every repeat, pulling the first and the last process pair's ratios apart."""
+    forward = list(range(count))
+    swapped = [i ^ 1 if (i ^ 1) < count else i for i in forward]
+    return forward + swapped
+
+
 def measure(sides: Sequence[Side], iterations: Sequence[int], budget: Budget,
-            spread: Callable[[list[np.ndarray]], float]) -> Rounds:
-    """Rounds on ``sides`` (one or two; ``iterations[i]`` calls per round of side i) until ``spread`` of the per-call
-    times (a CI half-width in log ratio) is at most ``budget.precision``, the time budget is spent, or ``max_rounds``
-    is reached; never fewer than ``min_rounds``. ``spread`` is asked after ``min_rounds`` and then after every quarter
-    more. Two sides take turns A B B A: consecutive rounds never run at once, each side goes first in every other
-    pair, so an advantage of going first or second cancels."""
+            spread: Callable[[list[np.ndarray]], float],
+            undecided: Callable[[list[np.ndarray]], bool] | None = None) -> Rounds:
+    """Rounds on ``sides`` (``iterations[i]`` calls per round of side i) until ``spread`` of the per-call times (a CI
+    half-width in log ratio) is at most ``budget.precision``, the time budget is spent, or ``max_rounds`` is reached;
+    never fewer than ``min_rounds``. ``spread`` is asked after ``min_rounds`` and then after every quarter more. Once
+    ``budget.seconds`` are spent, ``undecided`` (if given) is asked as well, then at every later check: while it says
+    the verdict could still go either way, rounds go on for up to ``budget.undecided_seconds`` more (stop
+    STOP_EXTENDED). Sides come in pairs (0 and 1, 2 and 3, ...; an odd last side on its own), and rounds go in cycles
+    (``round_order``): consecutive rounds never run at once, and each side of a pair goes first in every other cycle,
+    so an advantage of going first or second cancels."""
     times: list[list[float]] = [[] for _ in sides]
     start = time.perf_counter()
-    check = budget.min_rounds
-    order = list(range(len(sides))) + list(range(len(sides)))[::-1]
+    check, deadline, asked, extended = budget.min_rounds, budget.seconds, False, False
+    order = round_order(len(sides))
     while True:
         for index in order:
             times[index].append(sides[index].time(iterations[index]) / iterations[index])
         count = len(times[0])
         elapsed = time.perf_counter() - start
-        if count >= budget.min_rounds:
-            if count >= check:
-                check = count + max(2, count // 4)
-                if spread([np.asarray(t) for t in times]) <= budget.precision:
-                    return Rounds(tuple(times), tuple(iterations), STOP_PRECISION, elapsed)
-            if elapsed >= budget.seconds:
-                return Rounds(tuple(times), tuple(iterations), STOP_BUDGET, elapsed)
-            if count >= budget.max_rounds:
-                return Rounds(tuple(times), tuple(iterations), STOP_MAX, elapsed)
+        if count < budget.min_rounds:
+            continue
+        due = count >= check
+        if due:
+            check = count + max(2, count // 4)
+            if spread([np.asarray(t) for t in times]) <= budget.precision:
+                return Rounds(tuple(times), tuple(iterations), STOP_PRECISION, elapsed)
+        if undecided is not None and elapsed >= budget.seconds and (due or not asked):
+            asked = True
+            still = budget.undecided_seconds > 0 and undecided([np.asarray(t) for t in times])
+            deadline = budget.seconds + budget.undecided_seconds if still else budget.seconds
+            extended = extended or still
+        if elapsed >= deadline:
+            return Rounds(tuple(times), tuple(iterations), STOP_EXTENDED if extended else STOP_BUDGET, elapsed)
+        if count >= budget.max_rounds:
+            return Rounds(tuple(times), tuple(iterations), STOP_MAX, elapsed)

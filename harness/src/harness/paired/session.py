@@ -105,11 +105,12 @@ def finish(worker: WorkerProcess, reason: str | None = None) -> Finished:
 
 
 def run_same(sides: Sequence[Side], nodeid: str, budget: Budget, spread: Callable[[list[np.ndarray]], float],
-             cpus: set[int] | None = None, pinned: Callable[[], None] | None = None) -> Outcome:
+             cpus: set[int] | None = None, pinned: Callable[[], None] | None = None,
+             undecided: Callable[[list[np.ndarray]], bool] | None = None) -> Outcome:
     """Run ``nodeid`` on the worker of every side (set up concurrently on all the CPUs this process may use,
     ``start_all``) and time its rounds in alternation, in the order of ``sides``, with every worker pinned to ``cpus``
-    (None: left where it is; ``pinned`` is called once they are); a worker whose test ends before its timed call
-    (skip, failure) makes the others skip theirs.
+    (None: left where it is; ``pinned`` is called once they are; ``undecided``: ``measure``'s); a worker whose test
+    ends before its timed call (skip, failure) makes the others skip theirs.
 
     Each side's calls per round are calibrated on its own, so the rounds of both last about ``budget.round_s``: on a
     loaded machine a round longer than a scheduler time slice is preempted more often than a short one, so rounds of
@@ -131,7 +132,7 @@ def run_same(sides: Sequence[Side], nodeid: str, budget: Budget, spread: Callabl
                     for w, m in zip(workers, ready)]
         return Outcome(nodeid, tuple(finished), None)
     try:
-        rounds = time_alone_or_beside(sides, [m["iterations"] for m in ready], budget, spread)
+        rounds = time_alone_or_beside(sides, [m["iterations"] for m in ready], budget, spread, undecided)
     except RoundFailed as failure:
         failed = Finished.of(failure.done)
         why = f"it failed in a timed round on {failure.worker.label}"
@@ -140,14 +141,15 @@ def run_same(sides: Sequence[Side], nodeid: str, budget: Budget, spread: Callabl
 
 
 def time_alone_or_beside(sides: Sequence[Side], fixed: Sequence[int | None], budget: Budget,
-                         spread: Callable[[list[np.ndarray]], float]) -> Rounds:
+                         spread: Callable[[list[np.ndarray]], float],
+                         undecided: Callable[[list[np.ndarray]], bool] | None = None) -> Rounds:
     """Time ready benchmarks in alternation (or one alone), each side with its own calls per round (``fixed[i]``
     when the benchmark set them, else calibrated to ``budget.round_s``)."""
     calls = []
     for side, own in zip(sides, fixed):
         per_call = calibrate([side], budget.round_s, own)[0]
         calls.append(own if own is not None else iterations_for(per_call, budget.round_s))
-    return measure(sides, calls, budget, spread)
+    return measure(sides, calls, budget, spread, undecided)
 
 
 @dataclass(frozen=True)

@@ -105,14 +105,16 @@ def method(result: ComparisonResult, history_runs: int) -> str:
     if result.mode == MODE_AB:
         return (
             "A/B: both versions ran in pairs of long-lived worker processes (A, B) on the same CPUs, in alternating "
-            "rounds (A B B A ...), so each pair of rounds saw the same machine; every benchmark was timed on several "
+            "rounds (A1 B1 A2 B2 ... then B1 A1 B2 A2 ...), so each pair of rounds saw the same machine; every "
+            "benchmark was timed on several "
             "process pairs at once ('per process pair') and their ratios pooled, so that where one process's buffers "
             "happened to land cannot make a verdict. Regressed/improved: the two-sided exact sign test of the "
             f"pooled per-pair log ratios is significant at {result.alpha:g} after Holm's adjustment over the run's "
             f"entries (for limits and peers: unadjusted), the {result.confidence:.0%} CI of the "
             "median per-pair ratio lies entirely beyond 1, and that ratio is beyond the minimum effect of "
             f"{percent(result.min_effect)}. 'detectable' is the smallest change this run could have flagged; rounds "
-            "stopped at the target precision or when the benchmark's time budget was spent ('stop'). Only entries "
+            "stopped at the target precision or when the benchmark's time budget was spent ('stop'; 'extended': an "
+            "entry that looked changed but was not yet significant got more time). Only entries "
             "fail the run; limits and peers run the same code on both sides and show whether the two sides' "
             "environments differ."
         )
