@@ -188,16 +188,33 @@ def test_only_entries_fail_and_every_output_counts_alike(current, failed, summar
 
 
 def test_a_disagreement_from_an_inconclusive_comparison_says_so():
-    # raw 30% slower over 200 rounds, but the limit's rounds are so spread (sigma 1.5) that the normalized CI is wide
+    # raw 30% slower over 200 rounds, the limit 15% slower, and its rounds so spread (sigma 1.5) that the normalized
+    # CI is wide: the machine was slower too, by how much is not clear
     now, before = machine_run(1, {DEVICE: 1.3}), machine_run(0)
     rng = np.random.default_rng(9)
-    for doc in (now, before):
+    for doc, scale in ((now, 1.15), (before, 1.0)):
         [limit] = [b for b in doc["benchmarks"] if b["fullname"] == LIMIT]
-        limit["stats"]["data"] = [float(x) for x in synth.rounds(rng, 10e-3, count=12, sigma=1.5)]
+        limit["stats"]["data"] = [float(x) for x in synth.rounds(rng, 10e-3 * scale, count=12, sigma=1.5)]
         limit["stats"]["rounds"] = 12
+        limit["stats"]["median"] *= scale
 
     device = by_name(compare(now, before))[DEVICE]
 
     assert device.verdict is Verdict.UNCHANGED and device.ratio == pytest.approx(1.3, rel=0.05)
     assert device.normalized_ci[0] < 1.0 < device.normalized_ci[1]
     assert device.note.startswith("raw regressed only: the normalized comparison is not conclusive (p=")
+
+
+def test_a_raw_change_stands_when_the_limit_did_not_move_and_only_its_noise_leaves_the_normalized_one_open():
+    # the data-level planting: the entry's rounds x1.3, its (noisy) limit's rounds the very same in both runs
+    now, before = machine_run(1, {DEVICE: 1.3}), machine_run(0)
+    limit_rounds = [float(x) for x in synth.rounds(np.random.default_rng(9), 10e-3, count=12, sigma=1.5)]
+    for doc in (now, before):
+        [limit] = [b for b in doc["benchmarks"] if b["fullname"] == LIMIT]
+        limit["stats"]["data"], limit["stats"]["rounds"] = list(limit_rounds), 12
+
+    device = by_name(compare(now, before))[DEVICE]
+
+    assert device.normalized_ci[0] < 1.0 < device.normalized_ci[1] and device.limit_ratio == pytest.approx(1.0, abs=0.01)
+    assert device.verdict is Verdict.REGRESSED and device.fails
+    assert "not conclusive but goes the same way and the limit did not move" in device.note

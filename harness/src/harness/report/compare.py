@@ -476,17 +476,29 @@ def _agree(
 ) -> tuple[Verdict, list[str]]:
     """The verdict of an entry from its raw and limit-normalized comparisons (both must agree), and a note saying why
     when they do not: the other ratio stayed within the threshold (the limit moved with the entry, or moved alone),
-    or it went the same way without being conclusive (p-value or CI)."""
+    or it went the same way without being conclusive (p-value or CI). One exception: a raw change whose normalized
+    ratio goes the same way beyond the threshold without being conclusive stands when the limit did not move (its
+    median within a tenth of the threshold): the machine was not slower, and what made the normalized comparison
+    inconclusive is the limit's own round-to-round noise (a 3 ms numpy limit beside a 0.3 s entry)."""
     if raw.verdict is normalized.verdict:
         return raw.verdict, []
     numbers = f"limit x{limit_ratio:.3f}, raw x{raw.ratio:.3f}, normalized x{normalized.ratio:.3f}"
     moved, other, kind = (raw, normalized, "raw") if raw.verdict is not Verdict.UNCHANGED else (normalized, raw, "normalized")
+    if kind == "raw" and _beyond(normalized.ratio, raw.verdict, threshold) and \
+            abs(math.log(limit_ratio)) <= math.log1p(threshold / 10):
+        return raw.verdict, [f"raw {raw.verdict.value}; the normalized comparison is not conclusive but goes the same "
+                             f"way and the limit did not move ({numbers})"]
     if 1.0 / (1.0 + threshold) <= other.ratio <= 1.0 + threshold:
         why = "machine-wide change: the limit moved too" if kind == "raw" else "the limit moved, the benchmark did not"
     else:
         ci = "–" if other.ci is None else f"[{other.ci[0]:.3f}, {other.ci[1]:.3f}]"
         why = f"the {'normalized' if kind == 'raw' else 'raw'} comparison is not conclusive (p={other.p_value:.2g}, CI {ci})"
     return Verdict.UNCHANGED, [f"{kind} {moved.verdict.value} only: {why} ({numbers}), so no verdict"]
+
+
+def _beyond(ratio: float, verdict: Verdict, threshold: float) -> bool:
+    """True when ``ratio`` is beyond the threshold the way ``verdict`` (regressed or improved) goes."""
+    return ratio > 1.0 + threshold if verdict is Verdict.REGRESSED else ratio < 1.0 / (1.0 + threshold)
 
 
 def _threshold_of(now: BenchmarkRecord | None, before: BenchmarkRecord | None, default: float) -> float:
