@@ -125,7 +125,14 @@ def test_saved_baseline_then_the_same_code_passes_and_a_slower_entry_fails(root,
 
 
 def test_a_b_run_flags_the_slower_working_tree_and_lists_new_and_missing(root, capsys):
-    write_suite(root, extra='''
+    seed = '''
+
+    def test_seed(benchmark):  # where each worker runs, the hash seed it was given
+        import os, pathlib
+        pathlib.Path("seed.txt").write_text(os.environ["PYTHONHASHSEED"])
+        benchmark(work, 1000)
+    '''
+    write_suite(root, extra=seed + '''
 
     def test_removed(benchmark):
         benchmark(work, 1000)
@@ -133,7 +140,7 @@ def test_a_b_run_flags_the_slower_working_tree_and_lists_new_and_missing(root, c
     git(root, "init", "-q")
     git(root, "add", "bench_suite")
     git(root, "commit", "-qm", "suite")
-    write_suite(root, n=40000, extra='''
+    write_suite(root, n=40000, extra=seed + '''
 
     def test_added(benchmark):
         benchmark(work, 1000)
@@ -141,11 +148,14 @@ def test_a_b_run_flags_the_slower_working_tree_and_lists_new_and_missing(root, c
     assert run_bench(root, "--against", "HEAD") == 1
     doc = report(root)
     assert doc["mode"] == "ab"
-    assert verdicts(doc) == {"test_entry": ("regressed", "entry"), "test_limit": ("unchanged", "limit"),
-                             "test_peer": ("unchanged", "peer"), "test_added": ("new", "entry"),
-                             "test_removed": ("missing", "entry")}
+    assert {k: v for k, v in verdicts(doc).items() if k != "test_seed"} == {
+        "test_entry": ("regressed", "entry"), "test_limit": ("unchanged", "limit"), "test_peer": ("unchanged", "peer"),
+        "test_added": ("new", "entry"), "test_removed": ("missing", "entry")}
     entry = next(b for b in doc["benchmarks"] if b["name"] == "test_entry")
-    assert 1.6 < entry["ratio"] < 3.0 and entry["pairs"] >= 8 and entry["stop"] in ("precision", "budget")
+    assert 1.6 < entry["ratio"] < 3.0 and entry["pairs"] >= 8 and entry["stop"] in ("precision", "budget", "extended")
+    # both workers of a process pair share a hash seed, and each pair has its own
+    seeds = {p.parent.parent.name[-1] + p.parent.name: p.read_text() for p in root.glob(".benchmarks/ab/run*/*/seed.txt")}
+    assert seeds == {f"{side}{n}": str(n - 1) for side in "AB" for n in (1, 2, 3)}
     assert entry["ci"][0] > 1.0 and 0 < entry["detectable"] < 0.5
     a, b = (json.loads((root / "out" / "ab" / f"{side}.json").read_text()) for side in "AB")
     assert a["harness"]["pairing"] == b["harness"]["pairing"] and (a["harness"]["side"], b["harness"]["side"]) == ("A", "B")

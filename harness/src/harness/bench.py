@@ -234,7 +234,7 @@ def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> in
           f"{sides.b.root} (ready in {time.perf_counter() - started:.0f} s)", flush=True)
     logs = out / "logs"
     pairs = args.process_pairs or PROCESS_PAIRS
-    specs = [WorkerSpec(f"{label}{n} ({what})", str(side.python), side.workdir_of(n), logs / f"{label}{n}.log")
+    specs = [WorkerSpec(f"{label}{n} ({what})", str(side.python), side.workdir_of(n), logs / f"{label}{n}.log", n - 1)
              for n in range(1, pairs + 1) for label, what, side in (("A", "ref", sides.a), ("B", "working tree", sides.b))]
     budget = replace(AB_ENTRY_BUDGET, seconds=args.budget, undecided_seconds=2 * args.budget) if args.budget \
         else AB_ENTRY_BUDGET

@@ -28,7 +28,6 @@ _PR_SET_PDEATHSIG = 1  # prctl(2): the signal the child gets when its parent thr
 # mapped or carved from the heap depends on what that process freed before, and left at 128 KiB, every temporary of
 # the PYTHON backend's numpy interpreter is mapped and faulted in afresh.
 ISOLATION_ENV = {
-    "PYTHONHASHSEED": "0",
     "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=67108864",
 }
 
@@ -98,12 +97,19 @@ class WorkerProcess:
     with address-space randomization, 4-9% (copies of 64-256 MiB) with buffers on small pages, 4.5% (a 1 MiB
     alloc/free) with glibc's moving mmap threshold, and 1-5% when the two ran on different CPUs. So every worker
     starts with address-space randomization off (``personality(2)``
-    ADDR_NO_RANDOMIZE; ``randomized`` says whether that was refused), a fixed hash seed and malloc asking for
-    transparent huge pages (ISOLATION_ENV), and the controller keeps the workers of a comparison on one CPU (``pin``).
+    ADDR_NO_RANDOMIZE; ``randomized`` says whether that was refused), a fixed hash seed (PYTHONHASHSEED =
+    ``hash_seed``) and malloc asking for transparent huge pages (ISOLATION_ENV), and the controller keeps the workers
+    of a comparison on one CPU (``pin``).
+
+    The flip side: every process started alike lays out alike, so a layout difference between two trees (their paths
+    differ by a letter, which moves what hashes and iterates by path) is the same in every process of a side, and
+    pooling process pairs cannot average it out (measured: the same code x0.956-0.976 on all three pairs of one
+    A/B run, a numpy.empty limit x0.962-0.974). The A/B runner therefore gives each process pair a hash seed of its
+    own (the same for both of its workers), so that difference changes from pair to pair.
     """
 
     def __init__(self, label: str, python: str, cwd: Path, pytest_args: Sequence[str], env: Mapping[str, str],
-                 log: Path) -> None:
+                 log: Path, hash_seed: int = 0) -> None:
         self.label, self.log = label, log
         to_worker_read, to_worker_write = os.pipe()
         from_worker_read, from_worker_write = os.pipe()
@@ -114,7 +120,8 @@ class WorkerProcess:
                     [python, str(WORKER_SCRIPT), *pytest_args], cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
                     stderr=subprocess.STDOUT, pass_fds=(to_worker_read, from_worker_write), start_new_session=True,
                     preexec_fn=_prepare_child if sys.platform == "linux" else None,
-                    env={**env, **ISOLATION_ENV, CHANNEL_ENV: f"{to_worker_read},{from_worker_write}"},
+                    env={**env, **ISOLATION_ENV, "PYTHONHASHSEED": str(hash_seed),
+                         CHANNEL_ENV: f"{to_worker_read},{from_worker_write}"},
                 )
         except OSError as exc:
             for fd in (to_worker_read, to_worker_write, from_worker_read, from_worker_write):

@@ -154,12 +154,14 @@ def time_alone_or_beside(sides: Sequence[Side], fixed: Sequence[int | None], bud
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """How to start one worker: its label in messages, interpreter, working directory and log file."""
+    """How to start one worker: its label in messages, interpreter, working directory, log file and hash seed
+    (``WorkerProcess``)."""
 
     label: str
     python: str
     cwd: Path
     log: Path
+    hash_seed: int = 0
 
 
 @contextmanager
@@ -171,7 +173,7 @@ def open_workers(specs: Sequence[WorkerSpec], pytest_args: Sequence[Sequence[str
     workers: list[WorkerProcess] = []
     try:
         for spec, args in zip(specs, pytest_args, strict=True):
-            workers.append(WorkerProcess(spec.label, spec.python, spec.cwd, args, env, spec.log))
+            workers.append(WorkerProcess(spec.label, spec.python, spec.cwd, args, env, spec.log, spec.hash_seed))
         yield workers, [collected(worker) for worker in workers]
     except BaseException:
         for worker in workers:
