@@ -41,9 +41,9 @@ def test_a_change_beyond_the_minimum_effect_without_significance_is_undecided():
     assert RULE(rounds([1.06, 1.06, 1.06], 8, noise=0.1, seed=3))
 
 
-def test_a_pooled_change_that_most_process_pairs_do_not_share_is_undecided():
-    assert RULE(rounds([1.30, 1.30, 1.0], 60, noise=0.01)) == (np.median([1.30, 1.30, 1.0]) < 1.03)
-    assert RULE(rounds([1.30, 1.0, 1.0], 400, noise=0.001, seed=1)) is False  # pooled median within 3%: decided
+def test_a_pooled_change_that_a_process_pair_does_not_share_is_undecided():
+    assert RULE(rounds([1.30, 1.30, 1.0], 60, noise=0.01))
+    assert not RULE(rounds([1.30, 1.0, 1.0], 400, noise=0.001, seed=1))  # the pooled median within 3%: decided
 
 
 class Side:

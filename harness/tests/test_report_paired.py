@@ -13,7 +13,7 @@ from scipy import stats as sps
 
 from harness.paired.stored import ENTRY_BUDGET as STORED_ENTRY_BUDGET
 from harness.report import Verdict, compare, parse_run
-from harness.report.paired import judge, log_ratios, median_ci, sign_test_p
+from harness.report.paired import judge, log_ratios, median_ci, process_pairs_disagree, sign_test_p
 
 ENTRY, LIMIT = "b.py::test_copy[CPU]", "b.py::test_copy_limit"
 
@@ -111,12 +111,26 @@ def three_process_pairs(biases: tuple[float, float, float], change: float) -> tu
     ((0.981, 0.906, 1.01), 1.0, Verdict.UNCHANGED),  # seen: the pooled median x0.965, the pairs' median x0.981
     ((1.26, 1.0, 1.0), 1.05, Verdict.REGRESSED),  # ... and sees a real 5% through it
     ((0.97, 1.0, 1.0), 1.05, Verdict.REGRESSED),
+    # seen in a self-A/B run: two of three process pairs had a CLOUD server in its slow state on one side only
+    ((1.116, 1.008, 1.104), 1.0, Verdict.UNCHANGED),
+    ((0.95, 1.0, 1.0), 1.05, Verdict.UNCHANGED),  # the cost: a change that one process pair does not show is not called
 ])
 def test_one_process_pair_off_cannot_make_or_hide_a_verdict(biases, change, verdict):
     a, b = three_process_pairs(biases, change)
     [entry] = [c for c in compare(b, a).comparisons if c.fullname == ENTRY]
     assert entry.verdict is verdict
     assert list(entry.process_ratios) == pytest.approx([bias * change for bias in biases], rel=0.03)
+
+
+@pytest.mark.parametrize(("processes", "slower", "why"), [
+    ((1.05, 1.04, 1.06), True, None),
+    ((0.95, 0.96, 0.94), False, None),
+    ((1.116, 1.008, 1.104), True, "one process pair reads x1.008, short of a third of the minimum effect"),
+    ((1.2, 1.0, 1.0), True, "the median of the process pairs' ratios (x1.000) is within the minimum effect"),
+    ((0.9, 0.9, 1.02), False, "one process pair reads x1.020, short of a third of the minimum effect"),
+])
+def test_a_change_must_show_in_every_process_pair(processes, slower, why):
+    assert process_pairs_disagree(processes, slower, 0.03) == why
 
 
 def test_files_of_different_a_b_runs_are_compared_as_stored_runs():

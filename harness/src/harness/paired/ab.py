@@ -33,7 +33,7 @@ from harness.paired.engine import Budget, RoundFailed, Side
 from harness.paired.process import WorkerProcess
 from harness.paired.runfile import benchmark_record, run_document
 from harness.paired.session import FAILED, PASSED, Collected, Finished, finish, run_same, start, time_alone_or_beside
-from harness.report.paired import half_width, judge, log_ratios, median_ci, sign_test_p
+from harness.report.paired import half_width, judge, log_ratios, median_ci, process_pairs_disagree, sign_test_p
 
 __all__ = ["CONTROL_BUDGET", "ENTRY_BUDGET", "PROCESS_PAIRS", "AbResult", "Undecided", "run_ab"]
 
@@ -164,7 +164,7 @@ class Undecided:
     """``measure``'s ``undecided`` for A/B rounds: True while the pooled per-pair ratio is beyond the minimum effect
     but the verdict the report would give is not yet a change: the sign test's p-value is not below ``alpha`` (the
     run's level over its entries, Bonferroni: what Holm asks of the most significant entry), the CI still holds 1, or
-    the median of the process pairs' ratios is within the minimum effect. A ratio within the minimum effect is
+    process pairs do not all carry it (``process_pairs_disagree``). A ratio within the minimum effect is
     decided (unchanged), so only entries that look changed get the extra rounds, which a self-A/B run seldom pays."""
 
     sides: Sequence[int]
@@ -179,8 +179,9 @@ class Undecided:
             return False
         low, high = median_ci(d, self.confidence)
         pairs = len(self.sides) // 2  # round i of a side came from its worker i % pairs (``_interleaved``)
-        processes = float(np.median([np.median(d[g::pairs]) for g in range(pairs)])) * math.copysign(1.0, middle)
-        return not (sign_test_p(d) < self.alpha and (low > 0 or high < 0) and processes >= floor)
+        processes = [math.exp(float(np.median(d[g::pairs]))) for g in range(pairs)]
+        agree = pairs < 2 or process_pairs_disagree(processes, middle > 0, self.min_effect) is None
+        return not (sign_test_p(d) < self.alpha and (low > 0 or high < 0) and agree)
 
 
 def _spread(budget: Budget, sides: Sequence[int]) -> Callable[[list[Any]], float]:

@@ -37,7 +37,7 @@ from harness.report.errors import ReportInputError
 from harness.report.groups import XLimit, group_limits, role, x_limits
 from harness.report.load import BenchmarkRecord, BenchmarkRun, parse_run
 from harness.report.machine import machine_id, machine_mismatch
-from harness.report.paired import Paired, holm, judge, log_ratios, sign_test_p, unit_log_ratios
+from harness.report.paired import Paired, holm, judge, log_ratios, process_pairs_disagree, sign_test_p, unit_log_ratios
 from harness.report.stats import SampleComparison, compare_normalized, compare_records, compare_samples
 from harness.report.thresholds import parse_threshold
 from harness.report.verdict import Verdict
@@ -318,23 +318,16 @@ def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Setting
                             p_value=adjusted_p)
     processes = _process_ratios(d, now.options.get("process_pairs"), before.options.get("process_pairs"))
     said = _ab_note(verdict, kind, settings, bool(cur.harness.get("planted")))
-    if processes and verdict.verdict in (Verdict.REGRESSED, Verdict.IMPROVED) and \
-            not _most_pairs_agree(processes, verdict.verdict, settings.min_effect):
-        said = (f"{verdict.verdict.value} in the pooled rounds, but the median of the process pairs' ratios "
-                f"(x{float(np.median(processes)):.3f}) is within the minimum effect: one pair's placement, not the code")
-        verdict = replace(verdict, verdict=Verdict.UNCHANGED)
+    if processes and verdict.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):
+        why = process_pairs_disagree(processes, verdict.verdict is Verdict.REGRESSED, settings.min_effect)
+        if why:
+            said = f"{verdict.verdict.value} in the pooled rounds, but {why}: process state, not the code"
+            verdict = replace(verdict, verdict=Verdict.UNCHANGED)
     return BenchmarkComparison(
         name, verdict.verdict, kind, threshold, now, before, ratio=verdict.ratio, ci=verdict.ci,
         p_value=verdict.p_value, test=verdict.test, pairs=verdict.pairs, stop=str(now.options.get("stop") or "") or None,
         detectable=verdict.detectable, note=said, process_ratios=processes,
     )
-
-
-def _most_pairs_agree(processes: tuple[float, ...], verdict: Verdict, min_effect: float) -> bool:
-    """True when the median of the process pairs' median ratios is beyond the minimum effect the way ``verdict``
-    goes: the verdict then holds in most process pairs, not only in the pooled rounds that one far-off pair can pull."""
-    middle = float(np.median(processes))
-    return middle >= 1.0 + min_effect if verdict is Verdict.REGRESSED else middle <= 1.0 / (1.0 + min_effect)
 
 
 def _process_ratios(d: np.ndarray, pairs: Any, pairs_before: Any) -> tuple[float, ...] | None:

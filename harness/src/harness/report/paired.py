@@ -22,7 +22,8 @@ Rule (``judge``; B is the version under test, a ratio > 1 is slower):
   of change worth acting on; it also absorbs the small, real but irrelevant differences between two processes running
   the same code (memory layout, page placement), which no number of rounds makes disappear. The A/B runner times every
   benchmark on several process pairs at once and pools their pairs (``harness.paired.ab``), so that difference, for
-  the pooled median, is that of the middle process pair, not of one unlucky one.
+  the pooled median, is that of the middle process pair, not of one unlucky one; ``harness.report.compare`` also asks
+every process pair to carry the change (``process_pairs_disagree``).
 
 Sensitivity (``Paired.detectable``): the smallest change the rule would have flagged with this run's noise, i.e. how
 far the ratio must move from its estimate for the CI to leave 1 on that side, and at least the minimum effect:
@@ -40,8 +41,8 @@ from scipy import stats as sps
 
 from harness.report.verdict import Verdict
 
-__all__ = ["SIGN_TEST", "Paired", "half_width", "holm", "judge", "log_ratios", "median_ci", "sign_test_p",
-           "unit_log_ratios"]
+__all__ = ["SIGN_TEST", "Paired", "half_width", "holm", "judge", "log_ratios", "median_ci", "process_pairs_disagree",
+           "sign_test_p", "unit_log_ratios"]
 
 SIGN_TEST = "sign-test"
 
@@ -149,3 +150,19 @@ def unit_log_ratios(first: Sequence[float] | np.ndarray, second: Sequence[float]
     if d.size % 2:
         raise ValueError(f"rounds of A B B A units come in twos per side, got {d.size}")
     return (d[0::2] + d[1::2]) / 2.0
+
+
+def process_pairs_disagree(processes: Sequence[float], slower: bool, min_effect: float) -> str | None:
+    """Why the process pairs' median ratios ``processes`` do not carry a change of the pooled rounds (``slower``: a
+    regression, else an improvement), or None when they do: the median of them must be beyond the minimum effect, and
+    every one beyond a third of it, on the change's side. Each process pair is an independent replicate of the
+    comparison: a change of the code shows in every one, while a state that some processes fall into (a CLOUD server
+    whose two threads hand over slowly: 472 and 535 us per launch in two workers of the same tree) shows in some."""
+    sign = 1.0 if slower else -1.0
+    logs = [sign * math.log(r) for r in processes]
+    if float(np.median(logs)) < math.log1p(min_effect):
+        return f"the median of the process pairs' ratios (x{float(np.median(processes)):.3f}) is within the minimum effect"
+    if min(logs) < math.log1p(min_effect / 3):
+        worst = processes[logs.index(min(logs))]
+        return f"one process pair reads x{worst:.3f}, short of a third of the minimum effect"
+    return None
