@@ -11,9 +11,9 @@ For each benchmark every worker sets it up (concurrently), each worker's calls p
 the same length, and rounds go A1 B1 A2 B2 ... then B1 A1 B2 A2 ... (``harness.paired.engine.round_order``), so the
 two rounds of a pair are always adjacent, each side goes first in every other pair, and no worker follows itself, on
 the same CPUs (as many as the benchmark runs threads), until the CI of the median per-pair ratio is narrow enough or
-the benchmark's time budget is spent. Entries get
-ENTRY_BUDGET; limits and peers, the same code on both sides, only show whether the two environments differ and get
-CONTROL_BUDGET. A benchmark on one side only is timed alone on that side's first worker, so the report lists it as
+the benchmark's time budget is spent. Entries get ENTRY_BUDGET on every process pair; limits and peers, the same code
+on both sides, only show whether the two environments differ and get CONTROL_BUDGET on the first process pair (their
+setup costs as much on every worker, and a verdict of theirs never fails the run). A benchmark on one side only is timed alone on that side's first worker, so the report lists it as
 new or missing with its figures, never judged.
 """
 
@@ -44,7 +44,7 @@ __all__ = ["CONTROL_BUDGET", "ENTRY_BUDGET", "PROCESS_PAIRS", "AbResult", "Undec
 # an entry that looks changed but is not yet significant (a slow one planted 5% slower: p 0.02-0.06 after 24 pairs)
 # gets up to 12 s more: 20 more pairs of a 0.3 s call
 ENTRY_BUDGET = Budget(seconds=6.0, confidence=0.95, min_rounds=20, undecided_seconds=12.0)
-CONTROL_BUDGET = Budget(seconds=1.0, confidence=0.95, precision=0.02)
+CONTROL_BUDGET = Budget(seconds=1.0, confidence=0.95, precision=0.02, min_rounds=6)
 # process pairs per run: with three, the pooled median follows the two that agree, so a false alarm needs two pairs
 # of unchanged code that err the same way by more than the minimum effect
 PROCESS_PAIRS = 3
@@ -80,10 +80,11 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
     cpus = CpuChooser()
     for index, nodeid in enumerate(common):
         role = collected[1].items[nodeid]["role"] or collected[0].items[nodeid]["role"] or ENTRY
-        budget = _per_pair(entry_budget if role == ENTRY else control_budget, pairs)
+        used = pairs if role == ENTRY else 1  # a limit or peer never fails the run: one process pair shows enough
+        budget = _per_pair(entry_budget if role == ENTRY else control_budget, used)
         chosen = cpus.choose(max(c.items[nodeid].get("threads", 1) for c in collected[:2]),
                              sum(worker.cpu_seconds() for worker in workers))
-        order = [2 * p + side for p in range(pairs) for side in ((0, 1) if index % 2 == 0 else (1, 0))]
+        order = [2 * p + side for p in range(used) for side in ((0, 1) if index % 2 == 0 else (1, 0))]
         sides = [i % 2 for i in order]  # 0 = A, 1 = B; who starts first alternates between benchmarks
         # a planted run: B spins inside its timed span, A as long right after its own, so both load the CPU alike
         timed = [Side(workers[i], planted or 1.0, untimed=not side) for i, side in zip(order, sides)]
@@ -102,7 +103,7 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
             times = _interleaved([outcome.rounds.times[p] for p in positions])
             calls = outcome.rounds.iterations[positions[0]]
             records[side].append(benchmark_record(nodeid, outcome.finished[positions[0]], times, calls,
-                                                  outcome.rounds, clock=collected[side].clock, process_pairs=pairs))
+                                                  outcome.rounds, clock=collected[side].clock, process_pairs=used))
         d = _pooled(outcome.rounds.times, sides)
         verdict = judge(d, alpha=alpha, confidence=budget.confidence, min_effect=min_effect)
         progress(f"  {nodeid}  x{verdict.ratio:.3f} [{verdict.ci[0]:.3f}, {verdict.ci[1]:.3f}] {verdict.pairs} pairs "

@@ -345,7 +345,8 @@ def _ab_note(verdict: Paired, kind: str, settings: _Settings, planted: bool) -> 
     if kind != ENTRY and verdict.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):
         if planted:
             return f"a {kind} moved: the planted slowdown stretched its rounds too (never fails the run)"
-        return f"a {kind} moved: the same code on both sides, so the two environments differ (never fails the run)"
+        return (f"a {kind} moved: the same code on both sides, so the two environments or the two processes differ "
+                "(never fails the run)")
     if verdict.verdict is Verdict.UNCHANGED and verdict.p_value < settings.alpha and math.isfinite(verdict.ratio):
         if abs(math.log(verdict.ratio)) < math.log1p(settings.min_effect):
             return f"significant but below the minimum effect of {settings.min_effect:.0%}"
