@@ -13,8 +13,8 @@ two rounds of a pair are always adjacent, each side goes first in every other pa
 the same CPUs (as many as the benchmark runs threads), until the CI of the median per-pair ratio is narrow enough or
 the benchmark's time budget is spent. Entries get ENTRY_BUDGET on every process pair; limits and peers, the same code
 on both sides, only show whether the two environments differ and get CONTROL_BUDGET on the first process pair (their
-setup costs as much on every worker, and a verdict of theirs never fails the run). A benchmark on one side only is timed alone on that side's first worker, so the report lists it as
-new or missing with its figures, never judged.
+setup costs as much on every worker, and a verdict of theirs never fails the run). A benchmark on one side only is
+timed alone on that side's first worker, so the report lists it as new or missing with its figures, never judged.
 """
 
 from __future__ import annotations
