@@ -16,7 +16,7 @@ UNIT_TESTS = ["packages/runtime-core/tests", "packages/runtime-backends/tests", 
 SUITES = ["harness/src/harness/suites"]
 TRANSFER_SUITES = ["harness/src/harness/suites/test_transfers.py", "harness/src/harness/suites/test_buffers.py"]
 CUDA_UNIT_TESTS = "packages/runtime-backends/tests/cuda"
-TEST_DEPS = ["pytest>=7", "pytest-xdist>=3", "pytest-benchmark>=4", "pytest-split>=0.9", "hypothesis>=6.100"]
+TEST_DEPS = ["pytest>=7", "pytest-xdist>=3", "pytest-benchmark>=5.2", "pytest-split>=0.9", "hypothesis>=6.100"]
 CLOUD_TESTS = "packages/runtime-backends/tests/cloud"
 CLOUD_BACKENDS = "CLOUD:CPU,CLOUD:PYTHON"
 CLOUD_FUZZ_EXAMPLES = "2000"  # per property test; 6 of them: 12,000 fuzz cases per tests-cloud run

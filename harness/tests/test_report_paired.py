@@ -128,9 +128,16 @@ def test_one_process_pair_off_cannot_make_or_hide_a_verdict(biases, change, verd
     ((1.116, 1.008, 1.104), True, "one process pair reads x1.008, short of a third of the minimum effect"),
     ((1.2, 1.0, 1.0), True, "the median of the process pairs' ratios (x1.000) is within the minimum effect"),
     ((0.9, 0.9, 1.02), False, "one process pair reads x1.020, short of a third of the minimum effect"),
+    ((0.0, 0.9, 0.91), False, None),  # a ratio that underflowed to 0 is infinitely faster, not an error
+    ((1.0101, 1.0102, 1.05, 1.06), True, "the median of the process pairs' ratios (x1.030) is within the minimum effect"),
 ])
 def test_a_change_must_show_in_every_process_pair(processes, slower, why):
     assert process_pairs_disagree(processes, slower, 0.03) == why
+
+
+def test_pairs_of_few_rounds_each_are_too_noisy_to_veto_alone():
+    assert process_pairs_disagree((1.05, 1.0, 1.06), True, 0.03, rounds_each=2) is None
+    assert process_pairs_disagree((1.05, 1.0, 1.06), True, 0.03, rounds_each=8) is not None
 
 
 def test_files_of_different_a_b_runs_are_compared_as_stored_runs():

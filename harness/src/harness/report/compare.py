@@ -319,7 +319,8 @@ def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Setting
     processes = _process_ratios(d, now.options.get("process_pairs"), before.options.get("process_pairs"))
     said = _ab_note(verdict, kind, settings, bool(cur.harness.get("planted")))
     if processes and verdict.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):
-        why = process_pairs_disagree(processes, verdict.verdict is Verdict.REGRESSED, settings.min_effect)
+        why = process_pairs_disagree(processes, verdict.verdict is Verdict.REGRESSED, settings.min_effect,
+                                     d.size // len(processes))
         if why:
             said = f"{verdict.verdict.value} in the pooled rounds, but {why}: process state, not the code"
             verdict = replace(verdict, verdict=Verdict.UNCHANGED)

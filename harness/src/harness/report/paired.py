@@ -152,17 +152,21 @@ def unit_log_ratios(first: Sequence[float] | np.ndarray, second: Sequence[float]
     return (d[0::2] + d[1::2]) / 2.0
 
 
-def process_pairs_disagree(processes: Sequence[float], slower: bool, min_effect: float) -> str | None:
+def process_pairs_disagree(processes: Sequence[float], slower: bool, min_effect: float,
+                           rounds_each: int = 8) -> str | None:
     """Why the process pairs' median ratios ``processes`` do not carry a change of the pooled rounds (``slower``: a
     regression, else an improvement), or None when they do: the median of them must be beyond the minimum effect, and
-    every one beyond a third of it, on the change's side. Each process pair is an independent replicate of the
-    comparison: a change of the code shows in every one, while a state that some processes fall into (a CLOUD server
-    whose two threads hand over slowly: 472 and 535 us per launch in two workers of the same tree) shows in some."""
+    (when every pair has at least 8 rounds, ``rounds_each``: fewer make a pair's median too noisy to veto) every one
+    beyond a third of it, on the change's side. Each process pair is an independent replicate of the comparison: a
+    change of the code shows in every one, while a state that some processes fall into (a CLOUD server whose two
+    threads hand over slowly: 472 and 535 us per launch in two workers of the same tree) shows in some. A ratio of 0
+    (an underflow) counts as infinitely faster."""
     sign = 1.0 if slower else -1.0
-    logs = [sign * math.log(r) for r in processes]
-    if float(np.median(logs)) < math.log1p(min_effect):
-        return f"the median of the process pairs' ratios (x{float(np.median(processes)):.3f}) is within the minimum effect"
-    if min(logs) < math.log1p(min_effect / 3):
+    logs = [sign * (math.log(r) if r > 0 else -math.inf) for r in processes]
+    middle = float(np.median(logs))
+    if middle < math.log1p(min_effect):
+        return f"the median of the process pairs' ratios (x{math.exp(sign * middle):.3f}) is within the minimum effect"
+    if rounds_each >= 8 and min(logs) < math.log1p(min_effect / 3):
         worst = processes[logs.index(min(logs))]
         return f"one process pair reads x{worst:.3f}, short of a third of the minimum effect"
     return None
