@@ -12,7 +12,7 @@ the same length, and rounds go A1 B1 A2 B2 ... then B1 A1 B2 A2 ... (``harness.p
 two rounds of a pair are always adjacent, each side goes first in every other pair, and no worker follows itself, on
 the same CPUs (as many as the benchmark runs threads), until the CI of the median per-pair ratio is narrow enough or
 the benchmark's time budget is spent. Entries get ENTRY_BUDGET on every process pair; limits and peers, the same code
-on both sides, only show whether the two environments differ and get CONTROL_BUDGET on the first two process pairs (their
+on both sides, only show whether the two environments differ and get CONTROL_BUDGET on the first process pair (their
 setup costs as much on every worker, and a verdict of theirs never fails the run). A benchmark on one side only is
 timed alone on that side's first worker, so the report lists it as new or missing with its figures, never judged.
 """
@@ -80,9 +80,9 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
     cpus = CpuChooser()
     for index, nodeid in enumerate(common):
         role = collected[1].items[nodeid]["role"] or collected[0].items[nodeid]["role"] or ENTRY
-        # a limit or peer never fails the run: two process pairs show enough (one would go A B B A, each side
-        # following itself once per cycle)
-        used = pairs if role == ENTRY else min(2, pairs)
+        # a limit or peer never fails the run: one process pair shows enough (its rounds go A B B A, so a benchmark
+        # whose round after its own runs warm reads noisier there, which can only hide a move, never make one)
+        used = pairs if role == ENTRY else 1
         budget = _per_pair(entry_budget if role == ENTRY else control_budget, used)
         chosen = cpus.choose(max(c.items[nodeid].get("threads", 1) for c in collected[:2]),
                              sum(worker.cpu_seconds() for worker in workers))
