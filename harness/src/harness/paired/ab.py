@@ -33,7 +33,7 @@ from harness.paired.engine import Budget, RoundFailed, Side
 from harness.paired.process import WorkerProcess
 from harness.paired.runfile import benchmark_record, run_document
 from harness.paired.session import FAILED, PASSED, Collected, Finished, finish, run_same, start, time_alone_or_beside
-from harness.report.paired import half_width, judge, log_ratios, median_ci, process_pairs_disagree, sign_test_p
+from harness.report.paired import half_width, judge, log_ratios, median_ci, process_pairs_disagree, process_ratios, sign_test_p
 
 __all__ = ["CONTROL_BUDGET", "ENTRY_BUDGET", "PROCESS_PAIRS", "AbResult", "Undecided", "run_ab"]
 
@@ -74,12 +74,13 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
     pairs = len(workers) // 2
     a_names, b_names = collected[0].benchmarks(), collected[1].benchmarks()
     common = [n for n in b_names if n in set(a_names)]
-    entries = sum(1 for n in common if (collected[1].items[n]["role"] or collected[0].items[n]["role"] or ENTRY) == ENTRY)
+    roles = {n: collected[1].items[n]["role"] or collected[0].items[n]["role"] or ENTRY for n in common}
+    entries = sum(1 for role in roles.values() if role == ENTRY)
     records: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
     result = AbResult(({}, {}))
     cpus = CpuChooser()
     for index, nodeid in enumerate(common):
-        role = collected[1].items[nodeid]["role"] or collected[0].items[nodeid]["role"] or ENTRY
+        role = roles[nodeid]
         # a limit or peer never fails the run: one process pair shows enough (its rounds go A B B A, so a benchmark
         # whose round after its own runs warm reads noisier there, which can only hide a move, never make one)
         used = pairs if role == ENTRY else 1
@@ -182,8 +183,8 @@ class Undecided:
             return False
         low, high = median_ci(d, self.confidence)
         pairs = len(self.sides) // 2  # round i of a side came from its worker i % pairs (``_interleaved``)
-        processes = [math.exp(float(np.median(d[g::pairs]))) for g in range(pairs)]
-        agree = pairs < 2 or process_pairs_disagree(processes, middle > 0, self.min_effect, d.size // pairs) is None
+        agree = pairs < 2 or process_pairs_disagree(process_ratios(d, pairs), middle > 0, self.min_effect,
+                                                    d.size // pairs) is None
         return not (sign_test_p(d) < self.alpha and (low > 0 or high < 0) and agree)
 
 

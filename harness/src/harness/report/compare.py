@@ -37,7 +37,16 @@ from harness.report.errors import ReportInputError
 from harness.report.groups import XLimit, group_limits, role, x_limits
 from harness.report.load import BenchmarkRecord, BenchmarkRun, parse_run
 from harness.report.machine import machine_id, machine_mismatch
-from harness.report.paired import Paired, holm, judge, log_ratios, process_pairs_disagree, sign_test_p, unit_log_ratios
+from harness.report.paired import (
+    Paired,
+    holm,
+    judge,
+    log_ratios,
+    process_pairs_disagree,
+    process_ratios,
+    sign_test_p,
+    unit_log_ratios,
+)
 from harness.report.stats import SampleComparison, compare_normalized, compare_records, compare_samples
 from harness.report.thresholds import parse_threshold
 from harness.report.verdict import Verdict
@@ -339,7 +348,7 @@ def _process_ratios(d: np.ndarray, pairs: Any, pairs_before: Any) -> tuple[float
         return None
     if d.size % pairs:
         return None
-    return tuple(math.exp(float(np.median(d[g::pairs]))) for g in range(pairs))
+    return process_ratios(d, pairs)
 
 
 def _ab_note(verdict: Paired, kind: str, settings: _Settings, planted: bool) -> str | None:

@@ -42,7 +42,7 @@ from scipy import stats as sps
 from harness.report.verdict import Verdict
 
 __all__ = ["SIGN_TEST", "Paired", "half_width", "holm", "judge", "log_ratios", "median_ci", "process_pairs_disagree",
-           "sign_test_p", "unit_log_ratios"]
+           "process_ratios", "sign_test_p", "unit_log_ratios"]
 
 SIGN_TEST = "sign-test"
 
@@ -150,6 +150,12 @@ def unit_log_ratios(first: Sequence[float] | np.ndarray, second: Sequence[float]
     if d.size % 2:
         raise ValueError(f"rounds of A B B A units come in twos per side, got {d.size}")
     return (d[0::2] + d[1::2]) / 2.0
+
+
+def process_ratios(d: np.ndarray, pairs: int) -> tuple[float, ...]:
+    """The median ratio of each of ``pairs`` process pairs, given pooled per-pair log ratios ``d`` whose element i
+    came from process pair i % ``pairs`` (the A/B runner's layout)."""
+    return tuple(math.exp(float(np.median(d[g::pairs]))) for g in range(pairs))
 
 
 def process_pairs_disagree(processes: Sequence[float], slower: bool, min_effect: float,
