@@ -164,6 +164,9 @@ def test_a_b_run_flags_the_slower_working_tree_and_lists_new_and_missing(root, c
         f"{side}{n}.log" for side in "AB" for n in (1, 2, 3)}
     [a_entry] = [r for r in a["benchmarks"] if r["name"] == "test_entry"]
     assert a_entry["options"]["process_pairs"] == 3 and a_entry["stats"]["rounds"] % 3 == 0
+    # one thread, and how much of its CPU other programs took (on Linux; a share of one CPU)
+    assert a_entry["options"]["threads"] == 1
+    assert not Path("/proc/stat").exists() or 0.0 <= a_entry["options"]["others_cpus"] <= 1.0
     out = capsys.readouterr().out
     assert "benchmark report (A/B): FAIL: 1 regressed" in out
 

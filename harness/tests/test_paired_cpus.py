@@ -107,6 +107,20 @@ def test_the_cpu_busy_only_with_our_own_workers_is_kept_and_one_a_hog_holds_is_a
     assert chooser.choose(1, own_cpu_seconds=9.9) == {2}  # cpu1: 40 ticks of ours, cpu2: 50 idle
 
 
+def test_other_programs_time_on_the_chosen_cpus_is_what_our_workers_did_not_use(fake_stat: Path) -> None:
+    chooser = CpuChooser()
+    fake_stat.write_text(_stat({0: 10, 1: 10, 2: 0}))
+    assert chooser.choose(2) == {0, 1}
+    assert chooser.others_cpus(0.0) is None  # not pinned yet
+    chooser.pinned(own_cpu_seconds=1.0)
+    # 2 s on each CPU: cpu0 all busy, cpu1 busy 1 s; our workers used 1.5 s of it, so others took 1.5 s of 2 s
+    fake_stat.write_text(_stat({0: 10, 1: 110, 2: 200}, {0: 200, 1: 100}))
+    assert chooser.others_cpus(2.5) == pytest.approx(1.5 / 2.0)
+    assert chooser.others_cpus(9.0) == 0.0  # never below nothing
+    chooser.choose(1)
+    assert chooser.others_cpus(9.0) is None  # a new choice, not yet pinned
+
+
 def test_a_tie_keeps_the_previous_choice(fake_stat: Path) -> None:
     chooser = CpuChooser()
     fake_stat.write_text(_stat({0: 10, 1: 50, 2: 30}))

@@ -60,8 +60,8 @@ def test_planted_regression_exits_1_and_writes_all_reports(tmp_path, capsys):
     assert re.search(r"REGRESSED +bench\.py::test_copy\[1MiB\] +x1\.2", terminal)
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["failed"] is True
-    assert report["counts"] == {"regressed": 1, "drifted": 0, "improved": 0, "moved": 0, "unchanged": 1, "new": 0,
-                                "missing": 0}
+    assert report["counts"] == {"regressed": 1, "drifted": 0, "improved": 0, "moved": 0, "unjudged": 0,
+                                "unchanged": 1, "new": 0, "missing": 0}
     by_name = {b["fullname"]: b for b in report["benchmarks"]}
     assert by_name[SLOW]["verdict"] == "regressed" and by_name[STEADY]["verdict"] == "unchanged"
     assert by_name[SLOW]["ratio"] == pytest.approx(1.25, abs=0.05)

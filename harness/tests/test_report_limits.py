@@ -168,7 +168,7 @@ def test_only_entries_fail_and_every_output_counts_alike(current, failed, summar
     assert result.failed is failed
     text, markdown, report = render_text(result), render_markdown(result, 0), json.loads(render_json(result, 0))
     assert summary in text
-    assert report["schema_version"] == 3 and report["failed"] is failed
+    assert report["schema_version"] == 4 and report["failed"] is failed
     # one computation behind every count: the JSON counts, the Markdown headings and the summary table agree
     for key, count in report["counts"].items():
         title = next(s.title for s in result.sections if s.key == key)

@@ -14,6 +14,7 @@ from scipy import stats as sps
 from harness.paired.stored import ENTRY_BUDGET as STORED_ENTRY_BUDGET
 from harness.report import Verdict, compare, parse_run
 from harness.report.paired import judge, log_ratios, median_ci, process_pairs_disagree, sign_test_p
+from harness.report.render_text import render_text
 
 ENTRY, LIMIT = "b.py::test_copy[CPU]", "b.py::test_copy_limit"
 
@@ -138,6 +139,28 @@ def test_a_change_must_show_in_every_process_pair(processes, slower, why):
 def test_pairs_of_few_rounds_each_are_too_noisy_to_veto_alone():
     assert process_pairs_disagree((1.05, 1.0, 1.06), True, 0.03, rounds_each=2) is None
     assert process_pairs_disagree((1.05, 1.0, 1.06), True, 0.03, rounds_each=8) is not None
+
+
+@pytest.mark.parametrize(("threads", "others", "verdict"), [
+    (2, 0.9, Verdict.UNJUDGED),  # a CPU hog on one of its two CPUs: its threads' placement decided its time
+    (2, 0.25, Verdict.UNJUDGED),
+    (2, 0.05, Verdict.IMPROVED),  # a quiet machine's background: judged
+    (1, 0.9, Verdict.IMPROVED),  # one thread: its clock takes out its waits for the CPU
+    (None, None, Verdict.IMPROVED),  # a run file without the CPU facts (an older runner): judged as before
+])
+def test_a_multi_threaded_benchmark_whose_cpus_others_used_is_not_judged(threads, others, verdict):
+    a, b = ab_runs({ENTRY: 0.53})  # what a two-thread kernel read beside a CPU hog with no change at all
+    for doc in (a, b):
+        [record] = [r for r in doc["benchmarks"] if r["fullname"] == ENTRY]
+        if threads is not None:
+            record["options"].update(threads=threads, others_cpus=others)
+    result = compare(b, a)
+    [entry] = [c for c in result.comparisons if c.fullname == ENTRY]
+    assert entry.verdict is verdict and not result.failed
+    assert result.counts()["unjudged"] == (verdict is Verdict.UNJUDGED)
+    if verdict is Verdict.UNJUDGED:
+        assert entry.note.startswith(f"not judged: it runs 2 threads, and other programs took {others:.2f} CPU")
+        assert "1 not judged" in render_text(result)
 
 
 def test_files_of_different_a_b_runs_are_compared_as_stored_runs():

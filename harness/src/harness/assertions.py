@@ -19,6 +19,7 @@ from runtime_core.dtype import DType, dtypes
 __all__ = ["Tolerance", "TOLERANCES", "tolerance", "assert_close"]
 
 _SHOWN = 5  # mismatching elements listed in a failure message
+_CHUNK = 1 << 16  # elements checked at once on the passing path
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,8 @@ def assert_close(actual: Any, expected: Any, dtype: DType, *, rtol: float | None
     if a.shape != e.shape:
         raise AssertionError(f"{label}shape mismatch: actual {a.shape}, expected {e.shape}")
     if dtype.is_float:
+        if _floats_close(a.reshape(-1), e.reshape(-1), tol):
+            return
         a64, e64 = a.astype(np.float64), e.astype(np.float64)
         bad = _float_mismatches(a64, e64, tol)
     else:
@@ -125,6 +128,14 @@ def _exact_values(x: np.ndarray, dtype: DType, side: str) -> np.ndarray:
         if not np.all(np.isfinite(x)) or not np.all(x == np.trunc(x)):
             raise AssertionError(f"{dtype.name} compares exactly, but {side} holds non-integral float values ({x.dtype})")
     return x.astype(object) if x.dtype.kind in "biuO" else np.vectorize(int, otypes=[object])(x)
+
+
+def _floats_close(a: np.ndarray, e: np.ndarray, tol: Tolerance) -> bool:
+    """True when every element of the flat ``a`` matches ``e`` (``_float_mismatches``), compared _CHUNK elements at a
+    time: the float64 copies and masks of a whole 16 Mi-element result are faulted in afresh each time (1.4 s of the
+    2.3 s setup of a 64 MiB benchmark), those of a chunk are reused."""
+    return not any(_float_mismatches(a[i:i + _CHUNK].astype(np.float64), e[i:i + _CHUNK].astype(np.float64), tol).any()
+                   for i in range(0, a.size, _CHUNK))
 
 
 def _float_mismatches(a: np.ndarray, e: np.ndarray, tol: Tolerance) -> np.ndarray:

@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 
 from harness.benchmarks.kernels import empty_kernel
-from harness.benchmarks.measure import HOST, check_equal, probe, record_rate, record_time, run
+from harness.benchmarks.measure import HOST, check_equal, probe, random_bytes, record_rate, record_time, run
 from runtime_backends.cloud.device import CloudDevice
 from runtime_backends.cloud.framing import BodyBuilder
 from runtime_backends.cloud.protocol import CopyOut, encode_requests
@@ -205,7 +205,7 @@ DIRECTIONS = [pytest.param(d, id=d, marks=pytest.mark.benchmark(group=f"cloud-{d
 
 
 def _src(rng: np.random.Generator) -> np.ndarray:
-    return np.frombuffer(rng.bytes(BIG), dtype=np.uint8)
+    return random_bytes(rng, BIG)
 
 
 @pytest.mark.bench_threshold(_NOISY)

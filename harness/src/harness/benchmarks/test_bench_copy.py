@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.benchmarks.measure import HOST, MakeBuffer, check_equal, probe, record_rate, run
+from harness.benchmarks.measure import HOST, MakeBuffer, check_equal, probe, random_bytes, record_rate, run
 from runtime_core.dtype import dtypes
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -25,7 +25,7 @@ SIZES = [_size_param("4KiB", 4 * KiB), _size_param("1MiB", MiB), _size_param("64
 
 def _host_pair(rng: np.random.Generator, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
     """Random source bytes and a destination whose pages are already touched (no page faults in timed calls)."""
-    return np.frombuffer(rng.bytes(nbytes), dtype=np.uint8), np.ones(nbytes, dtype=np.uint8)
+    return random_bytes(rng, nbytes), np.ones(nbytes, dtype=np.uint8)
 
 
 @pytest.mark.parametrize("direction", ["copyin", "copyout"])

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from harness.benchmarks.kernels import GROUP, add_kernel, empty_kernel
-from harness.benchmarks.measure import MakeBuffer, check_equal, launcher, load, probe, record_rate, record_time, run
+from harness.benchmarks.measure import MakeBuffer, check_equal, launcher, load, probe, random_bytes, record_rate, record_time, run
 from runtime_backends.cuda.device import CUDADevice
 from runtime_backends.cuda.program import CUDAProgram
 from runtime_core.buffer import Buffer
@@ -131,7 +131,7 @@ def pinned_buffers(device: str, device_buffers: MakeBuffer) -> Iterator[Callable
 def _copy_case(device: str, make: MakeBuffer, pinned_of: Callable[[int], Buffer], nbytes: int, kind: str,
                rng: np.random.Generator) -> Callable[[], Any]:
     """The runtime's copy of ``kind`` (htod/dtoh x pageable/pinned, or d2d) of ``nbytes``, checked once."""
-    data = np.frombuffer(rng.bytes(nbytes), dtype=np.uint8)
+    data = random_bytes(rng, nbytes)
     dev_buf = make(data)
     host = np.ones(nbytes, np.uint8)
     fn: Callable[[], Any]

@@ -20,6 +20,7 @@ timed alone on that side's first worker, so the report lists it as new or missin
 from __future__ import annotations
 
 import math
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -31,7 +32,7 @@ from harness.bench_schema import ENTRY, MODE_AB
 from harness.paired.cpus import CpuChooser
 from harness.paired.engine import Budget, RoundFailed, Side
 from harness.paired.process import WorkerProcess
-from harness.paired.runfile import benchmark_record, run_document
+from harness.paired.runfile import CpuUse, benchmark_record, run_document
 from harness.paired.session import FAILED, PASSED, Collected, Finished, finish, run_same, start, time_alone_or_beside
 from harness.report.paired import half_width, judge, log_ratios, median_ci, process_pairs_disagree, process_ratios, sign_test_p
 
@@ -85,15 +86,16 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
         # whose round after its own runs warm reads noisier there, which can only hide a move, never make one)
         used = pairs if role == ENTRY else 1
         budget = _per_pair(entry_budget if role == ENTRY else control_budget, used)
-        chosen = cpus.choose(max(c.items[nodeid].get("threads", 1) for c in collected[:2]),
-                             sum(worker.cpu_seconds() for worker in workers))
+        threads = max(c.items[nodeid].get("threads", 1) for c in collected[:2])
+        chosen = cpus.choose(threads, _own_seconds(workers))
         order = [2 * p + side for p in range(used) for side in ((0, 1) if index % 2 == 0 else (1, 0))]
         sides = [i % 2 for i in order]  # 0 = A, 1 = B; who starts first alternates between benchmarks
         # a planted run: B spins inside its timed span, A as long right after its own, so both load the CPU alike
         timed = [Side(workers[i], planted or 1.0, untimed=not side) for i, side in zip(order, sides)]
         outcome = run_same(timed, nodeid, budget, _spread(budget, sides), chosen,
-                           lambda: cpus.pinned(sum(worker.cpu_seconds() for worker in workers)),
+                           lambda: cpus.pinned(_own_seconds(workers)),
                            Undecided(sides, budget.confidence, min_effect, alpha / max(1, entries)))
+        others = cpus.others_cpus(_own_seconds(workers)) if chosen is not None else None
         if not outcome.ok or outcome.rounds is None:
             finished: dict[int, Finished] = {}
             for position, side in enumerate(sides):
@@ -106,11 +108,13 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
             times = _interleaved([outcome.rounds.times[p] for p in positions])
             calls = outcome.rounds.iterations[positions[0]]
             records[side].append(benchmark_record(nodeid, outcome.finished[positions[0]], times, calls,
-                                                  outcome.rounds, clock=collected[side].clock, process_pairs=used))
+                                                  outcome.rounds, clock=collected[side].clock, process_pairs=used,
+                                                  cpus=CpuUse(threads, others)))
         d = _pooled(outcome.rounds.times, sides)
         verdict = judge(d, alpha=alpha, confidence=budget.confidence, min_effect=min_effect)
+        shared = f" (other programs: {others:.2f} CPU of its {len(chosen or ())})" if others and others >= 0.05 else ""
         progress(f"  {nodeid}  x{verdict.ratio:.3f} [{verdict.ci[0]:.3f}, {verdict.ci[1]:.3f}] {verdict.pairs} pairs "
-                 f"({outcome.rounds.stop})" + ("" if role == ENTRY else f" ({role})"))
+                 f"({outcome.rounds.stop})" + ("" if role == ENTRY else f" ({role})") + shared)
     for side, names in ((1, [n for n in b_names if n not in set(a_names)]), (0, [n for n in a_names if n not in set(b_names)])):
         for nodeid in names:  # on one side only: timed alone, shown as new or missing, never judged
             record = _alone(workers[side], side, nodeid, control_budget, result, progress, collected[side].clock)
@@ -122,6 +126,11 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
                 "process_pairs": pairs}
         result.documents[side].update(run_document(collected[side], records[side], info))
     return result
+
+
+def _own_seconds(workers: Sequence[WorkerProcess]) -> float:
+    """CPU seconds used so far by the workers (and what they started) and by this controller process."""
+    return sum(worker.cpu_seconds() for worker in workers) + time.process_time()
 
 
 def _per_pair(budget: Budget, pairs: int) -> Budget:

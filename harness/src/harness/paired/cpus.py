@@ -32,6 +32,7 @@ class CpuChooser:
         self._last = _sample()
         self._chosen: set[int] = set()
         self._own: float | None = None
+        self._at_pin: dict[int, tuple[int, int]] = {}
 
     def choose(self, count: int = 1, own_cpu_seconds: float | None = None) -> set[int] | None:
         if count < 1:
@@ -49,15 +50,35 @@ class CpuChooser:
             share = max(0.0, own_cpu_seconds - self._own) * _ticks_per_second() / len(self._chosen)
             for cpu in self._chosen & set(idle):
                 idle[cpu] = min(max(total[cpu], idle[cpu]), idle[cpu] + share)
-        self._last, self._own = now, None
+        self._last, self._own, self._at_pin = now, None, {}
         ranked = sorted(self._allowed, key=lambda cpu: (-idle[cpu], cpu not in self._chosen, cpu))
         self._chosen = set(ranked[:count])
         return set(self._chosen)
 
-
     def pinned(self, own_cpu_seconds: float) -> None:
         """Say that the workers are now pinned to the last choice, having used ``own_cpu_seconds`` so far."""
         self._own = own_cpu_seconds
+        self._at_pin = _sample()
+
+    def others_cpus(self, own_cpu_seconds: float) -> float | None:
+        """How many CPUs' worth of time other programs took on the last choice since ``pinned``: its busy ticks
+        (``/proc/stat``) less the ``own_cpu_seconds`` the workers used meanwhile, over the interval's length; e.g.
+        1.0 when a CPU hog held one of the chosen CPUs throughout. None before ``pinned``, without a choice, or where
+        /proc/stat cannot be read."""
+        now = _sample()
+        if self._own is None or not self._chosen or not now or not self._at_pin:
+            return None
+        busy = total = 0.0
+        for cpu in self._chosen:
+            before, after = self._at_pin.get(cpu), now.get(cpu)
+            if before is None or after is None:
+                return None
+            total += after[1] - before[1]
+            busy += (after[1] - after[0]) - (before[1] - before[0])
+        if total <= 0:
+            return None
+        ours = max(0.0, own_cpu_seconds - self._own) * _ticks_per_second()
+        return max(0.0, busy - ours) / (total / len(self._chosen))
 
 
 def _sample() -> dict[int, tuple[int, int]]:

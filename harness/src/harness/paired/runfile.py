@@ -9,6 +9,7 @@ adds is under ``options`` (how it measured) and the run-level RUN_KEY object (``
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -18,7 +19,7 @@ from harness.bench_schema import RUN_KEY
 from harness.paired.engine import Rounds
 from harness.paired.session import Collected, Finished
 
-__all__ = ["benchmark_record", "run_document", "summary_stats"]
+__all__ = ["CpuUse", "benchmark_record", "run_document", "summary_stats"]
 
 
 def summary_stats(per_call: Sequence[float], iterations: int) -> dict[str, Any]:
@@ -44,17 +45,30 @@ def summary_stats(per_call: Sequence[float], iterations: int) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class CpuUse:
+    """The CPUs of a benchmark's rounds: ``threads`` it runs at once, and ``others``: how many CPUs' worth of time
+    other programs took on the CPUs it was timed on (``CpuChooser.others_cpus``; None where unknown)."""
+
+    threads: int
+    others: float | None
+
+
 def benchmark_record(nodeid: str, finished: Finished, per_call: Sequence[float], iterations: int, rounds: Rounds,
                      extra_info: Mapping[str, Any] | None = None, clock: str = "perf_counter",
-                     process_pairs: int | None = None) -> dict[str, Any]:
+                     process_pairs: int | None = None, cpus: CpuUse | None = None) -> dict[str, Any]:
     """One entry of a run file's ``benchmarks`` list: what the test recorded (``finished``) plus the rounds this side
     took, timed with ``clock``; ``extra_info`` adds to the test's own (e.g. the paired limit rounds).
     ``process_pairs`` (A/B): how many workers of this side took the rounds, which ``per_call`` interleaves (round i
-    came from worker i % process_pairs)."""
+    came from worker i % process_pairs). ``cpus`` adds the options ``threads`` and ``others_cpus``."""
     options = {"timer": clock, "runner": "harness.paired", "stop": rounds.stop,
                "measure_seconds": round(rounds.seconds, 3)}
     if process_pairs is not None:
         options["process_pairs"] = process_pairs
+    if cpus is not None:
+        options["threads"] = cpus.threads
+        if cpus.others is not None:
+            options["others_cpus"] = round(cpus.others, 3)
     return {
         "group": finished.group,
         "name": finished.name,

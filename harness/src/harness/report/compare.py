@@ -51,14 +51,17 @@ from harness.report.stats import SampleComparison, compare_normalized, compare_r
 from harness.report.thresholds import parse_threshold
 from harness.report.verdict import Verdict
 
-__all__ = ["DEFAULT_MIN_EFFECT", "NO_BASELINE_NOTE", "SECTIONS", "BenchmarkComparison", "ComparisonResult", "Section",
-           "compare"]
+__all__ = ["DEFAULT_MIN_EFFECT", "NO_BASELINE_NOTE", "OTHERS_CPUS_LIMIT", "SECTIONS", "BenchmarkComparison",
+           "ComparisonResult", "Section", "compare"]
 
 # The note every report carries when there is no baseline (``compare(current, None)``); the bench command prints it too.
 NO_BASELINE_NOTE = "no baseline for machine {machine}: this run can become the baseline with `nox -s bench -- --save-baseline`"
 # The note instead of NO_BASELINE_NOTE when the caller saves this run as the baseline (``compare(saved_baseline=...)``).
 SAVED_BASELINE_NOTE = "this run was saved as the baseline of machine {machine}: {path}"
 DEFAULT_MIN_EFFECT = 0.03
+# CPUs' worth of other programs' time on a multi-threaded A/B benchmark's CPUs from which it is not judged: a quarter
+# of a CPU, so that one of its threads waits for a CPU in about one round of four
+OTHERS_CPUS_LIMIT = 0.25
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,7 @@ class Section:
 
 
 def _section_of(c: BenchmarkComparison) -> str:
-    if c.verdict in (Verdict.NEW, Verdict.MISSING):
+    if c.verdict in (Verdict.NEW, Verdict.MISSING, Verdict.UNJUDGED):
         return c.verdict.value
     if c.role != ENTRY:
         return "moved" if c.verdict in (Verdict.REGRESSED, Verdict.IMPROVED) else "unchanged"
@@ -148,6 +151,7 @@ SECTIONS = (
     ("drifted", "Drifted (crept up over the stored runs)"),
     ("improved", "Improved"),
     ("moved", "Limits and peers that moved (never fail the run)"),
+    ("unjudged", "Not judged: other programs used the CPUs of these multi-threaded benchmarks (never fail the run)"),
     ("unchanged", "Unchanged"),
     ("new", "New (no baseline to compare with)"),
     ("missing", "Missing (in the baseline only)"),
@@ -327,7 +331,10 @@ def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Setting
                             p_value=adjusted_p)
     processes = _process_ratios(d, now.options.get("process_pairs"), before.options.get("process_pairs"))
     said = _ab_note(verdict, kind, settings, bool(cur.harness.get("planted")))
-    if processes and verdict.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):
+    shared = _cpus_shared(now, before)
+    if shared:
+        said, verdict = shared, replace(verdict, verdict=Verdict.UNJUDGED)
+    elif processes and verdict.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):
         why = process_pairs_disagree(processes, verdict.verdict is Verdict.REGRESSED, settings.min_effect,
                                      d.size // len(processes))
         if why:
@@ -338,6 +345,26 @@ def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Setting
         p_value=verdict.p_value, test=verdict.test, pairs=verdict.pairs, stop=str(now.options.get("stop") or "") or None,
         detectable=verdict.detectable, note=said, process_ratios=processes,
     )
+
+
+def _cpus_shared(now: BenchmarkRecord, before: BenchmarkRecord) -> str | None:
+    """Why an A/B benchmark is not judged, or None: it runs several threads (options ``threads``) and other programs
+    took at least OTHERS_CPUS_LIMIT CPUs' worth of time on the CPUs it was timed on (options ``others_cpus``,
+    ``harness.paired.cpus.CpuChooser.others_cpus``). The worker's clock takes out only the timing thread's own wait
+    for a CPU; where the other threads land beside the other programs decides the round, and a worker keeps its
+    placement for the whole benchmark (measured with a CPU hog on one of two CPUs: the same two-thread kernel took
+    12 ms in some workers and 24 ms in others, so a self-A/B run read x0.53 and x0.78 with no change at all)."""
+    threads = max(_number(r.options.get("threads"), 1) for r in (now, before))
+    others = max(_number(r.options.get("others_cpus"), 0) for r in (now, before))
+    if threads < 2 or others < OTHERS_CPUS_LIMIT:
+        return None
+    return (f"not judged: it runs {threads:g} threads, and other programs took {others:.2f} CPU of the CPUs it was "
+            "timed on, so where its threads landed beside them decided its time")
+
+
+def _number(value: Any, default: float) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else default
 
 
 def _process_ratios(d: np.ndarray, pairs: Any, pairs_before: Any) -> tuple[float, ...] | None:

@@ -89,13 +89,14 @@ def headline(result: ComparisonResult) -> str:
 
 
 def summary(result: ComparisonResult) -> str:
-    """One line of every section's count: '2 regressed, 0 drifted, 1 improved, 3 limits/peers moved, ...'."""
+    """One line of every section's count: '2 regressed, 0 drifted, 1 improved, 3 limits/peers moved, ...' (the
+    "not judged" count only when some benchmark was not)."""
     counts = result.counts()
-    return ", ".join(f"{counts[key]} {SECTION_SHORT[key]}" for key, _ in SECTIONS)
+    return ", ".join(f"{counts[key]} {SECTION_SHORT[key]}" for key, _ in SECTIONS if counts[key] or key != "unjudged")
 
 
 # the short name of each section in summary lines and count tables
-SECTION_SHORT = {key: "limits/peers moved" if key == "moved" else key for key, _ in SECTIONS}
+SECTION_SHORT = {key: {"moved": "limits/peers moved", "unjudged": "not judged"}.get(key, key) for key, _ in SECTIONS}
 
 
 def method(result: ComparisonResult, history_runs: int) -> str:

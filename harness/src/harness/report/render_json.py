@@ -1,8 +1,9 @@
-"""The machine-readable report (``report.json``, schema_version 3).
+"""The machine-readable report (``report.json``, schema_version 4).
 
 Top level: ``schema_version``, ``mode`` ("ab" or "stored"), ``failed`` (bool: an entry regressed or drifted),
 ``failing`` (their fullnames), ``counts`` (section key -> int: regressed, drifted, improved, moved (limits and peers
-that moved, never failing), unchanged, new, missing; every benchmark in exactly one, the same numbers every other
+that moved, never failing), unjudged (not judged: a multi-threaded A/B benchmark whose CPUs other programs
+used, never failing), unchanged, new, missing; every benchmark in exactly one, the same numbers every other
 output prints), ``threshold``/``min_effect``/``alpha``/``confidence``, ``warnings`` and ``notes`` (lists of str),
 ``current``/``baseline`` (source, datetime, pytest_benchmark_version, commit_info, harness (the runner's run info),
 machine: node/cpu/machine/machine_id/system/release/python_version/runtime; ``baseline`` is null when there is none),
@@ -13,7 +14,7 @@ normalized_p_value/normalized_paired and limit_ratio (stored mode's limit-normal
 stop, detectable and process_ratios (A/B mode, or null; process_ratios: the median ratio of each process pair),
 drift ({ratio, runs, first, last, first_at, last_at, measure} or null), and ``current``/``baseline`` summaries
 (seconds) or null. Version 3 added mode, roles, sections, A/B and drift fields; the limit flag became ``role``,
-``limits_moved`` became the ``moved`` section.
+``limits_moved`` became the ``moved`` section. Version 4 added the ``unjudged`` section and verdict.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from harness.report.compare import BenchmarkComparison, ComparisonResult
 from harness.report.load import BenchmarkRecord, BenchmarkRun
 from harness.report.machine import machine_fields, machine_id
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def render_json(result: ComparisonResult, history_runs: int) -> str:

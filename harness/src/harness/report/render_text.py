@@ -7,15 +7,15 @@ from harness.report.compare import BenchmarkComparison, ComparisonResult
 
 
 def render_text(result: ComparisonResult) -> str:
-    """Warnings, notes, one status line with every section's count, one line per benchmark that fails the run or
-    moved (regressed, drifted, improved; limits and peers labelled by role), then the natural-unit figures of each
-    group with a practical limit or figures (and each entry's 'x limit')."""
+    """Warnings, notes, one status line with every section's count, one line per benchmark that fails the run,
+    moved (regressed, drifted, improved; limits and peers labelled by role) or was not judged, then the natural-unit
+    figures of each group with a practical limit or figures (and each entry's 'x limit')."""
     lines = [f"WARNING: {w}" for w in result.warnings] + [f"NOTE: {n}" for n in result.notes]
     status = "NO BASELINE" if result.baseline is None else "FAIL" if result.failed else "PASS"
     lines.append(f"benchmark report ({'A/B' if result.mode == 'ab' else 'stored baseline'}): {status}: "
                  f"{fmt.summary(result)}")
     for section in result.sections:
-        if section.key not in ("regressed", "drifted", "improved", "moved"):
+        if section.key not in ("regressed", "drifted", "improved", "moved", "unjudged"):
             continue
         for c in section.comparisons:
             label = (c.role if section.key == "moved" else section.key).upper()
@@ -32,7 +32,7 @@ def _numbers(result: ComparisonResult, c: BenchmarkComparison) -> str:
         vs_limit = f" vs limit {fmt.normalized(c)}" if c.normalized_ratio is not None else ""
         text = (f"{fmt.ratio(c.ratio)} CI {fmt.interval(c.ci)}{vs_limit} p={fmt.p_value(c.p_value)} "
                 f"(threshold {fmt.percent(c.threshold)})")
-    extra = fmt.drift(c) or (c.note if c.role != "entry" and c.note else "")
+    extra = fmt.drift(c) or (c.note if (c.role != "entry" or c.verdict.value == "unjudged") and c.note else "")
     return text + (f": {extra}" if extra else "")
 
 
