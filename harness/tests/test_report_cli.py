@@ -297,3 +297,13 @@ def test_module_entry_point_dispatches_and_exits_2_without_traceback(tmp_path):
     assert proc.stderr.strip().endswith("does not exist; pass a file written by 'pytest --benchmark-json'")
     assert "Traceback" not in proc.stderr
     assert harness_main(["nonsense"]) == 2
+
+
+def test_a_ctrl_c_while_a_command_imports_is_one_line_and_status_130(monkeypatch, capsys):
+    def interrupted(name: str) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("harness.__main__.importlib.import_module", interrupted)
+    assert harness_main(["bench", "--against", "HEAD"]) == 130
+    err = capsys.readouterr().err
+    assert err == "python -m harness bench: interrupted (Ctrl-C) while starting; nothing was run\n"

@@ -14,6 +14,7 @@ from scipy import stats as sps
 from harness.paired.stored import ENTRY_BUDGET as STORED_ENTRY_BUDGET
 from harness.report import Verdict, compare, parse_run
 from harness.report.paired import judge, log_ratios, median_ci, process_pairs_disagree, sign_test_p
+from harness.report.render_md import render_markdown
 from harness.report.render_text import render_text
 
 ENTRY, LIMIT = "b.py::test_copy[CPU]", "b.py::test_copy_limit"
@@ -161,6 +162,17 @@ def test_a_multi_threaded_benchmark_whose_cpus_others_used_is_not_judged(threads
     if verdict is Verdict.UNJUDGED:
         assert entry.note.startswith(f"not judged: it runs 2 threads, and other programs took {others:.2f} CPU")
         assert "1 not judged" in render_text(result)
+
+
+def test_a_b_figures_by_group_show_roles_not_an_empty_x_limit_column():
+    a, b = ab_runs({})
+    for doc in (a, b):
+        for record in doc["benchmarks"]:
+            record["group"] = "copy-4KiB"
+    markdown = render_markdown(compare(b, a), 0)
+    figures = markdown[markdown.index("### Figures by group"):]
+    assert "| group | benchmark | figure | role |" in figures and "| x limit |" not in figures
+    assert figures.count("| limit |") == 1 and figures.count("| – | – |") == 1  # the entry: no figure, no role
 
 
 def test_files_of_different_a_b_runs_are_compared_as_stored_runs():

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 COMMANDS = {"bench": "harness.bench", "report": "harness.report.cli"}
 
 
+_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a program stopped by Ctrl-C
 USAGE = f"usage: python -m harness {{{','.join(COMMANDS)}}} ... (python -m harness COMMAND --help for its options)"
 
 
@@ -17,7 +18,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Dispatch ``argv`` (default: sys.argv[1:]) to its command and return the exit status.
 
     ``-h``/``--help`` print the usage on stdout (status 0); a missing or unknown command prints it on stderr as one
-    line naming what was given (status 2).
+    line naming what was given (status 2). A Ctrl-C while the command's modules import prints one line (status 130).
     """
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("-h", "--help"):
@@ -27,7 +28,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         given = f"unknown command {args[0]!r}" if args else "no command given"
         print(f"{USAGE}; {given}", file=sys.stderr)
         return 2
-    module = importlib.import_module(COMMANDS[args[0]])
+    try:  # the command's imports (numpy, scipy, ...) take a while: a Ctrl-C there is one line too, like in the command
+        module = importlib.import_module(COMMANDS[args[0]])
+    except KeyboardInterrupt:
+        print(f"python -m harness {args[0]}: interrupted (Ctrl-C) while starting; nothing was run", file=sys.stderr)
+        return _INTERRUPTED
     return int(module.main(args[1:], prog=f"python -m harness {args[0]}"))
 
 

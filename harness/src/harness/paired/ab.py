@@ -92,10 +92,10 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
         sides = [i % 2 for i in order]  # 0 = A, 1 = B; who starts first alternates between benchmarks
         # a planted run: B spins inside its timed span, A as long right after its own, so both load the CPU alike
         timed = [Side(workers[i], planted or 1.0, untimed=not side) for i, side in zip(order, sides)]
+        others = _OthersOnCpus(cpus, workers)
         outcome = run_same(timed, nodeid, budget, _spread(budget, sides), chosen,
                            lambda: cpus.pinned(_own_seconds(workers)),
-                           Undecided(sides, budget.confidence, min_effect, alpha / max(1, entries)))
-        others = cpus.others_cpus(_own_seconds(workers)) if chosen is not None else None
+                           Undecided(sides, budget.confidence, min_effect, alpha / max(1, entries)), others)
         if not outcome.ok or outcome.rounds is None:
             finished: dict[int, Finished] = {}
             for position, side in enumerate(sides):
@@ -109,10 +109,10 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
             calls = outcome.rounds.iterations[positions[0]]
             records[side].append(benchmark_record(nodeid, outcome.finished[positions[0]], times, calls,
                                                   outcome.rounds, clock=collected[side].clock, process_pairs=used,
-                                                  cpus=CpuUse(threads, others)))
+                                                  cpus=CpuUse(threads, others.cpus)))
         d = _pooled(outcome.rounds.times, sides)
         verdict = judge(d, alpha=alpha, confidence=budget.confidence, min_effect=min_effect)
-        shared = f" (other programs: {others:.2f} CPU of its {len(chosen or ())})" if others and others >= 0.05 else ""
+        shared = f" (other programs: {others.cpus:.2f} CPU of its {len(chosen or ())})" if (others.cpus or 0) >= 0.05 else ""
         progress(f"  {nodeid}  x{verdict.ratio:.3f} [{verdict.ci[0]:.3f}, {verdict.ci[1]:.3f}] {verdict.pairs} pairs "
                  f"({outcome.rounds.stop})" + ("" if role == ENTRY else f" ({role})") + shared)
     for side, names in ((1, [n for n in b_names if n not in set(a_names)]), (0, [n for n in a_names if n not in set(b_names)])):
@@ -126,6 +126,20 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
                 "process_pairs": pairs}
         result.documents[side].update(run_document(collected[side], records[side], info))
     return result
+
+
+@dataclass
+class _OthersOnCpus:
+    """``run_same``'s ``measured``: ``cpus`` = how many CPUs' worth of time other programs took on the benchmark's
+    CPUs during its rounds (``CpuChooser.others_cpus``; None where unknown). Asked before the tests finish: a server
+    that a test stops takes its CPU seconds out of the workers' sum."""
+
+    chooser: CpuChooser
+    workers: Sequence[WorkerProcess]
+    cpus: float | None = None
+
+    def __call__(self) -> None:
+        self.cpus = self.chooser.others_cpus(_own_seconds(self.workers))
 
 
 def _own_seconds(workers: Sequence[WorkerProcess]) -> float:

@@ -106,11 +106,13 @@ def finish(worker: WorkerProcess, reason: str | None = None) -> Finished:
 
 def run_same(sides: Sequence[Side], nodeid: str, budget: Budget, spread: Callable[[list[np.ndarray]], float],
              cpus: set[int] | None = None, pinned: Callable[[], None] | None = None,
-             undecided: Callable[[list[np.ndarray]], bool] | None = None) -> Outcome:
+             undecided: Callable[[list[np.ndarray]], bool] | None = None,
+             measured: Callable[[], None] | None = None) -> Outcome:
     """Run ``nodeid`` on the worker of every side (set up concurrently on all the CPUs this process may use,
     ``start_all``) and time its rounds in alternation, in the order of ``sides``, with every worker pinned to ``cpus``
-    (None: left where it is; ``pinned`` is called once they are; ``undecided``: ``measure``'s); a worker whose test
-    ends before its timed call (skip, failure) makes the others skip theirs.
+    (None: left where it is; ``pinned`` is called once they are, ``measured`` after the last round, before the
+    tests finish; ``undecided``: ``measure``'s); a worker whose test ends before its timed call (skip, failure) makes
+    the others skip theirs.
 
     Each side's calls per round are calibrated on its own, so the rounds of both last about ``budget.round_s``: on a
     loaded machine a round longer than a scheduler time slice is preempted more often than a short one, so rounds of
@@ -137,6 +139,8 @@ def run_same(sides: Sequence[Side], nodeid: str, budget: Budget, spread: Callabl
         failed = Finished.of(failure.done)
         why = f"it failed in a timed round on {failure.worker.label}"
         return Outcome(nodeid, tuple(failed if w is failure.worker else finish(w, why) for w in workers), None)
+    if measured is not None:
+        measured()
     return Outcome(nodeid, tuple(finish(worker) for worker in workers), rounds)
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from harness.bench_schema import (
+    ENTRY,
     HIGHER_IS_BETTER_KEY,
     LIMIT_KEY,
     MODE_AB,
@@ -219,8 +220,10 @@ def natural(comparison: BenchmarkComparison, other: str = "baseline") -> str:
 
 
 def group_figures(result: ComparisonResult) -> list[tuple[str, str, str, str]]:
-    """(group, fullname, natural figure, x limit) of every current benchmark in a group where some entry reports a
-    natural figure or is a limit; ordered by group, the limit entries first, then by fullname."""
+    """(group, fullname, natural figure, last column) of every current benchmark in a group where some entry reports
+    a natural figure or is a limit; ordered by group, the limit entries first, then by fullname. The last column
+    (``figures_last_column``) is the x limit in stored mode and, in A/B mode, which has no x limit, the role of a limit
+    or peer ('–' for an entry)."""
     shown = {
         c.record.group
         for c in result.comparisons
@@ -229,7 +232,20 @@ def group_figures(result: ComparisonResult) -> list[tuple[str, str, str, str]]:
     rows = [c for c in result.comparisons if c.current and c.record.group in shown]
     rows.sort(key=lambda c: (str(c.record.group), not c.is_limit, c.fullname))
     other = other_side(result)
-    return [(str(c.record.group), c.fullname, natural(c, other) or "–", x_limit(c)) for c in rows]
+    last = (lambda c: "–" if c.role == ENTRY else c.role) if result.mode == MODE_AB else x_limit
+    return [(str(c.record.group), c.fullname, natural(c, other) or "–", last(c)) for c in rows]
+
+
+def figures_last_column(result: ComparisonResult) -> str:
+    """The head of ``group_figures``' last column: 'x limit', or 'role' in A/B mode."""
+    return "role" if result.mode == MODE_AB else "x limit"
+
+
+def figures_legend(result: ComparisonResult) -> str:
+    """The sentence under the 'Figures by group' heading (the x limit legend in stored mode)."""
+    if result.mode == MODE_AB:
+        return "Each benchmark's figures on B (the working tree) and A (the ref); A/B runs have no x limit"
+    return X_LIMIT_LEGEND
 
 
 def other_side(result: ComparisonResult) -> str:

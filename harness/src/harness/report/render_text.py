@@ -43,13 +43,13 @@ def _group_figures(result: ComparisonResult) -> list[str]:
     name_width = max(len(name) for _, name, _, _ in rows)
     figure_width = max(len(figure) for _, _, figure, _ in rows)
     legend = " (x limit = entry time / its limit's time, rounds side by side; * = limit timed apart)" \
-        if result.has_limits else ""
+        if result.has_limits and result.mode != "ab" else ""
     lines = [f"figures by group{legend}:"]
     previous = None
     for group, name, figure, x in rows:
         if group != previous:
             lines.append(f"  {group}")
             previous = group
-        limit = "" if x == "–" else x if x == "limit" else f"{x} limit"
+        limit = "" if x == "–" else x if x in ("limit", "peer") else f"{x} limit"
         lines.append(f"    {name:<{name_width}}  {figure:>{figure_width}}  {limit}".rstrip())
     return lines
