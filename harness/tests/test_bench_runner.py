@@ -55,8 +55,9 @@ def test_peer(benchmark):
 FAST = ["--budget", "0.4"]
 
 
-def write_suite(root: Path, n: int = 20000, extra: str = "") -> Path:
-    """The suite at ``root/bench_suite/test_loop.py`` with the entry's loop of ``n`` steps; returns the directory."""
+def write_suite(root: Path, n: int | str = 20000, extra: str = "") -> Path:
+    """The suite at ``root/bench_suite/test_loop.py`` with the entry's loop of ``n`` steps (or a Python expression
+    for it); returns the directory."""
     suite = root / "bench_suite"
     suite.mkdir(parents=True, exist_ok=True)
     (suite / "test_loop.py").write_text(SUITE.format(n=n, extra=textwrap.dedent(extra)), encoding="utf-8")
@@ -169,6 +170,38 @@ def test_a_b_run_flags_the_slower_working_tree_and_lists_new_and_missing(root, c
     assert not Path("/proc/stat").exists() or 0.0 <= a_entry["options"]["others_cpus"] <= 1.0
     out = capsys.readouterr().out
     assert "benchmark report (A/B): FAIL: 1 regressed" in out
+
+
+def _state_of_pairs(slow_seeds: tuple[str, ...]) -> str:
+    """The entry's loop size in a working tree whose entry is twice as slow in the process pairs of ``slow_seeds``
+    only (each process pair has a hash seed of its own: a stand-in for a state some processes fall into)."""
+    return f"40000 if __import__('os').environ['PYTHONHASHSEED'] in {slow_seeds!r} else 20000"
+
+
+@pytest.mark.parametrize(("slow_seeds", "section"), [
+    (("0", "1"), "unchanged"),  # a state of two process pairs of three: the next three do not show it
+    (("0", "1", "3", "4", "5"), "regressed"),  # a change that a state holds back in one pair of six
+])
+def test_an_entry_its_process_pairs_dispute_is_timed_on_as_many_more(root, slow_seeds, section):
+    write_suite(root)
+    git(root, "init", "-q")
+    git(root, "add", "bench_suite")
+    git(root, "commit", "-qm", "suite")
+    write_suite(root, n=_state_of_pairs(slow_seeds))
+    assert run_bench(root, "--against", "HEAD", "--budget", "1") == (1 if section == "regressed" else 0)
+    doc = report(root)
+    assert verdicts(doc)["test_entry"] == (section, "entry")
+    entry = next(b for b in doc["benchmarks"] if b["name"] == "test_entry")
+    expected = [2.0 if str(seed) in slow_seeds else 1.0 for seed in range(6)]
+    assert entry["process_ratios"] == pytest.approx(expected, rel=0.25)
+    [b_entry] = [r for r in json.loads((root / "out" / "ab" / "B.json").read_text())["benchmarks"]
+                 if r["name"] == "test_entry"]
+    assert b_entry["options"]["process_pairs"] == 6 and [c for c, _ in b_entry["options"]["pair_blocks"]] == [3, 3]
+    assert (root / "out" / "logs" / "B6.log").exists()
+    # the limit and the peer were not disputed: they stayed on the first process pair
+    limit = next(r for r in json.loads((root / "out" / "ab" / "B.json").read_text())["benchmarks"]
+                 if r["name"] == "test_limit")
+    assert limit["options"]["process_pairs"] == 1
 
 
 def test_planted_slowdown_of_the_working_tree_is_flagged_for_every_benchmark(root):

@@ -62,12 +62,17 @@ def test_without_proc_stat_placement_is_left_to_the_scheduler(fake_stat: Path) -
     assert chooser.choose() is None
 
 
+def _python_child(code: str) -> subprocess.Popen:
+    """``python -c code`` with its stdout readable as text."""
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+
+
 @linux_only
 def test_the_tree_holds_every_thread_and_descendant_process() -> None:
     code = ("import subprocess, sys, threading, time; threading.Thread(target=time.sleep, args=(30,), daemon=True)"
             ".start(); child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); "
             "print(child.pid, flush=True); time.sleep(30)")
-    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    parent = _python_child(code)
     child = None
     try:
         child = int(parent.stdout.readline())  # type: ignore[union-attr]
@@ -143,6 +148,22 @@ def test_a_workers_cpu_seconds_count_its_children() -> None:
     finally:
         for pid in _processes_of_tree(parent.pid):
             os.kill(pid, 9)
+        parent.wait()
+
+
+@linux_only
+def test_a_child_that_exited_still_counts_for_its_parent() -> None:
+    # a compiler run per call: the child is gone when the controller looks, its CPU time is the parent's cutime
+    code = ("import os, subprocess, sys, time; subprocess.run([sys.executable, '-c', "
+            "'import time\\nend = time.process_time() + 0.3\\nwhile time.process_time() < end: pass']); "
+            "print('done', flush=True); time.sleep(30)")
+    parent = _python_child(code)
+    try:
+        assert parent.stdout.readline() == "done\n"  # type: ignore[union-attr]
+        assert _processes_of_tree(parent.pid) == [parent.pid]
+        assert _cpu_seconds(parent.pid) >= 0.3
+    finally:
+        parent.kill()
         parent.wait()
 
 

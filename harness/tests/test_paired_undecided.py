@@ -4,6 +4,7 @@ timing loop that gives them the extra time."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -44,6 +45,20 @@ def test_a_change_beyond_the_minimum_effect_without_significance_is_undecided():
 def test_a_pooled_change_that_a_process_pair_does_not_share_is_undecided():
     assert RULE(rounds([1.30, 1.30, 1.0], 60, noise=0.01))
     assert not RULE(rounds([1.30, 1.0, 1.0], 400, noise=0.001, seed=1))  # the pooled median within 3%: decided
+
+
+def test_a_ratio_near_the_minimum_effect_is_undecided():
+    # x1.028: a 5% change of a noisy entry read low, or no change at all; more rounds tell which
+    assert RULE(rounds([1.028, 1.028, 1.028], 40, noise=0.001))
+    assert not RULE(rounds([1.02, 1.02, 1.02], 40, noise=0.001))
+
+
+def test_strict_asks_the_process_pairs_to_carry_a_change_by_both_rules():
+    # every pair beyond 1%, but one far off: the t-test across three pairs does not carry it (p = 0.10)
+    times = rounds([1.30, 1.06, 1.06], 40, noise=0.001)
+    assert not RULE(times) and replace(RULE, strict=True)(times)
+    consistent = rounds([1.10, 1.12, 1.11], 40, noise=0.001)
+    assert not RULE(consistent) and not replace(RULE, strict=True)(consistent)
 
 
 class Side:

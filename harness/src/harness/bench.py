@@ -28,6 +28,7 @@ interrupted (Ctrl-C).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -43,10 +44,10 @@ from harness.bench_schema import ENTRY, MODE_STORED, SHARED_DIR_ENV, SINGLE_THRE
 from harness.cli_args import ArgumentParser
 from harness.paired.ab import ENTRY_BUDGET as AB_ENTRY_BUDGET
 from harness.paired.ab import PROCESS_PAIRS, run_ab
-from harness.paired.process import WorkerError
+from harness.paired.process import WorkerError, WorkerProcess
 from harness.paired.reftree import RefError, default_ref, prepare_sides
 from harness.paired.runfile import run_document
-from harness.paired.session import WorkerSpec, open_workers
+from harness.paired.session import Collected, WorkerSpec, open_workers
 from harness.paired.stored import ENTRY_BUDGET, run_stored
 from harness.report import ReportInputError, parse_run
 from harness.report.cli import add_verdict_arguments, finish, write_report
@@ -234,8 +235,10 @@ def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> in
           f"{sides.b.root} (ready in {time.perf_counter() - started:.0f} s)", flush=True)
     logs = out / "logs"
     pairs = args.process_pairs or PROCESS_PAIRS
+    # the first ``pairs`` process pairs time every benchmark; as many more are started for undecided entries only
     specs = [WorkerSpec(f"{label}{n} ({what})", str(side.python), side.workdir_of(n), logs / f"{label}{n}.log", n - 1)
-             for n in range(1, pairs + 1) for label, what, side in (("A", "ref", sides.a), ("B", "working tree", sides.b))]
+             for n in range(1, 2 * pairs + 1)
+             for label, what, side in (("A", "ref", sides.a), ("B", "working tree", sides.b))]
     budget = replace(AB_ENTRY_BUDGET, seconds=args.budget, undecided_seconds=2 * args.budget) if args.budget \
         else AB_ENTRY_BUDGET
     suite = _suite(args.suite)
@@ -248,11 +251,14 @@ def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> in
     shared = (out / "ab" / "shared").resolve()
     shutil.rmtree(shared, ignore_errors=True)
     shared.mkdir(parents=True)
+    env = {**_env(), SHARED_DIR_ENV: str(shared)}
     try:
-        with open_workers(specs, args_of, {**_env(), SHARED_DIR_ENV: str(shared)}) as (workers, collected):
+        with contextlib.ExitStack() as stack:
+            workers, collected = stack.enter_context(open_workers(specs[:2 * pairs], args_of, env))
             _warn_randomized(workers)
+            more = _MorePairs(stack, specs[2 * pairs:], args_of, env)
             result = run_ab(workers, collected, ref, _progress, planted=args.plant_slowdown,
-                            min_effect=args.min_effect, entry_budget=budget)
+                            min_effect=args.min_effect, entry_budget=budget, more_pairs=more)
     finally:
         shutil.rmtree(shared, ignore_errors=True)
     print(f"harness bench: A/B run took {time.perf_counter() - started:.0f} s")
@@ -271,6 +277,22 @@ def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> in
     if result.failed[1]:
         return _failures(result.failed[1], "the report above covers the benchmarks that ran")
     return status
+
+
+class _MorePairs:
+    """``run_ab``'s ``more_pairs``: the workers of ``specs`` (process pairs in turn), started on the first call and
+    stopped with ``stack``."""
+
+    def __init__(self, stack: contextlib.ExitStack, specs: list[WorkerSpec], args_of: list[list[str]],
+                 env: dict[str, str]) -> None:
+        self._stack, self._specs, self._args, self._env = stack, specs, args_of, env
+        self._opened: tuple[list[WorkerProcess], list[Collected]] | None = None
+
+    def __call__(self) -> tuple[list[WorkerProcess], list[Collected]]:
+        if self._opened is None:
+            self._opened = self._stack.enter_context(open_workers(self._specs, self._args, self._env))
+            _warn_randomized(self._opened[0])
+        return self._opened
 
 
 def _promote(store: RunStore, run_file: Path, accept_drift: bool) -> int:

@@ -13,8 +13,10 @@ two rounds of a pair are always adjacent, each side goes first in every other pa
 the same CPUs (as many as the benchmark runs threads), until the CI of the median per-pair ratio is narrow enough or
 the benchmark's time budget is spent. Entries get ENTRY_BUDGET on every process pair; limits and peers, the same code
 on both sides, only show whether the two environments differ and get CONTROL_BUDGET on the first process pair (their
-setup costs as much on every worker, and a verdict of theirs never fails the run). A benchmark on one side only is
-timed alone on that side's first worker, so the report lists it as new or missing with its figures, never judged.
+setup costs as much on every worker, and a verdict of theirs never fails the run). An entry still undecided after
+its budget and extension (``Undecided``, strict) is timed again on as many process pairs more, started for the first
+such entry, and its rounds from both blocks are pooled. A benchmark on one side only is timed alone on that side's
+first worker, so the report lists it as new or missing with its figures, never judged.
 """
 
 from __future__ import annotations
@@ -33,22 +35,30 @@ from harness.paired.cpus import CpuChooser
 from harness.paired.engine import Budget, RoundFailed, Side
 from harness.paired.process import WorkerProcess
 from harness.paired.runfile import CpuUse, benchmark_record, run_document
-from harness.paired.session import FAILED, PASSED, Collected, Finished, finish, run_same, start, time_alone_or_beside
+from harness.paired.session import FAILED, PASSED, Collected, Finished, Outcome, finish, run_same, start, time_alone_or_beside
 from harness.report.paired import half_width, judge, log_ratios, median_ci, process_pairs_disagree, process_ratios, sign_test_p
 
-__all__ = ["CONTROL_BUDGET", "ENTRY_BUDGET", "PROCESS_PAIRS", "AbResult", "Undecided", "run_ab"]
+__all__ = ["CONTROL_BUDGET", "ENTRY_BUDGET", "PROCESS_PAIRS", "AbResult", "MorePairs", "Undecided", "run_ab"]
 
 # 20 pairs at least: the run's p-values are Holm-adjusted over its ~50 entries, so an entry needs p < 0.01 / 50, and
 # a two-sided sign test of n pairs cannot go below 2 / 2**n (n = 14: 1.2e-4, reached only when every pair
 # agrees); with 14 pairs and a 4 s budget, slow entries (0.1-0.3 s a call) planted 5% slower missed alpha by a
-# little (p 0.01-0.2), so they get 20 pairs and 6 s
+# little (p 0.01-0.2), so they get 20 pairs and 6 s; 24 in fact, so that each of three process pairs has the 8
+# rounds that let its median count in ``process_pairs_disagree``
 # an entry that looks changed but is not yet significant (a slow one planted 5% slower: p 0.02-0.06 after 24 pairs)
 # gets up to 12 s more: 20 more pairs of a 0.3 s call
-ENTRY_BUDGET = Budget(seconds=6.0, confidence=0.95, min_rounds=20, undecided_seconds=12.0)
+ENTRY_BUDGET = Budget(seconds=6.0, confidence=0.95, min_rounds=24, undecided_seconds=12.0)
 CONTROL_BUDGET = Budget(seconds=1.0, confidence=0.95, precision=0.02, min_rounds=6)
 # process pairs per run: with three, the pooled median follows the two that agree, so a false alarm needs two pairs
 # of unchanged code that err the same way by more than the minimum effect
 PROCESS_PAIRS = 3
+# an entry still undecided after its budget and extension is timed on as many process pairs again (``run_ab``'s
+# ``more_pairs``): with six pairs the t-test across them (``process_pairs_disagree``) carries a 5% change through
+# process states that scatter by 3% (t = 4.1 where 3.36 is needed); with three it needs them within 1.5%
+
+
+# opens more process pairs (once; later calls return the same): the workers A, B, A, B, ... and what they collected
+MorePairs = Callable[[], tuple[Sequence[WorkerProcess], Sequence[Collected]]]
 
 
 @dataclass
@@ -63,13 +73,17 @@ class AbResult:
 
 def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref: str, progress: Callable[[str], None],
            *, planted: float | None = None, entry_budget: Budget = ENTRY_BUDGET,
-           control_budget: Budget = CONTROL_BUDGET, min_effect: float = 0.03, alpha: float = 0.01) -> AbResult:
+           control_budget: Budget = CONTROL_BUDGET, min_effect: float = 0.03, alpha: float = 0.01,
+           more_pairs: MorePairs | None = None) -> AbResult:
     """Time every benchmark that the A workers (the ref) and the B workers both collected. ``workers`` and
     ``collected`` hold process pairs in turn: A1, B1, A2, B2, ... (at least one pair). A budget's ``min_rounds`` and
     ``seconds`` count pairs and seconds of all process pairs together. ``planted`` stretches B's rounds by that factor
-    (``--plant-slowdown``; A's workers spin as long after each round, untimed). ``min_effect``/``alpha`` only shape
-    the progress lines' CI; the report decides the verdicts from the run files (all entries together:
-    ``harness.report.compare``). Raises ValueError for an odd or empty ``workers``."""
+    (``--plant-slowdown``; A's workers spin as long after each round, untimed). ``min_effect``/``alpha`` shape the
+    progress lines' CI and which entries are still undecided (``Undecided``); the report decides the verdicts from
+    the run files (all entries together: ``harness.report.compare``). ``more_pairs`` opens more process pairs, once,
+    for the entries still undecided after their budget and its extension: each is then timed on those too, and their
+    rounds join the pooled ones (the process pairs' states are what such an entry lacks). Raises ValueError for an odd
+    or empty ``workers``."""
     if not workers or len(workers) % 2 or len(collected) != len(workers):
         raise ValueError(f"A/B workers come in (A, B) process pairs, got {len(workers)} workers")
     pairs = len(workers) // 2
@@ -79,7 +93,7 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
     entries = sum(1 for role in roles.values() if role == ENTRY)
     records: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
     result = AbResult(({}, {}))
-    cpus = CpuChooser()
+    timer = _Timer(CpuChooser(), list(workers), planted)
     for index, nodeid in enumerate(common):
         role = roles[nodeid]
         # a limit or peer never fails the run: one process pair shows enough (its rounds go A B B A, so a benchmark
@@ -87,34 +101,28 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
         used = pairs if role == ENTRY else 1
         budget = _per_pair(entry_budget if role == ENTRY else control_budget, used)
         threads = max(c.items[nodeid].get("threads", 1) for c in collected[:2])
-        chosen = cpus.choose(threads, _own_seconds(workers))
-        order = [2 * p + side for p in range(used) for side in ((0, 1) if index % 2 == 0 else (1, 0))]
-        sides = [i % 2 for i in order]  # 0 = A, 1 = B; who starts first alternates between benchmarks
-        # a planted run: B spins inside its timed span, A as long right after its own, so both load the CPU alike
-        timed = [Side(workers[i], planted or 1.0, untimed=not side) for i, side in zip(order, sides)]
-        others = _OthersOnCpus(cpus, workers)
-        outcome = run_same(timed, nodeid, budget, _spread(budget, sides), chosen,
-                           lambda: cpus.pinned(_own_seconds(workers)),
-                           Undecided(sides, budget.confidence, min_effect, alpha / max(1, entries)), others)
-        if not outcome.ok or outcome.rounds is None:
-            finished: dict[int, Finished] = {}
-            for position, side in enumerate(sides):
-                if side not in finished or outcome.finished[position].outcome == FAILED:
-                    finished[side] = outcome.finished[position]
-            _not_timed(nodeid, finished, result, progress)
+        chosen = timer.chooser.choose(threads, _own_seconds(timer.pool))
+        undecided = Undecided(_sides_of(used, index), budget.confidence, min_effect, alpha / max(1, entries))
+        blocks = [timer.block(workers[:2 * used], nodeid, index, budget, chosen, undecided)]
+        if blocks[0].outcome.ok and role == ENTRY and more_pairs is not None \
+                and replace(undecided, strict=True)(blocks[0].times):
+            extra, _ = more_pairs()
+            timer.join(extra)
+            progress(f"  {nodeid}  undecided on {used} process pairs: timing it on {len(extra) // 2} more")
+            blocks.append(timer.block(extra, nodeid, index, _per_pair(replace(entry_budget, undecided_seconds=0.0),
+                                                                      len(extra) // 2), chosen, None))
+        failed = next((b for b in blocks if not b.outcome.ok), None)
+        if failed is not None:
+            _not_timed(nodeid, failed.by_side(), result, progress)
             continue
         for side in (0, 1):
-            positions = [position for position, s in enumerate(sides) if s == side]
-            times = _interleaved([outcome.rounds.times[p] for p in positions])
-            calls = outcome.rounds.iterations[positions[0]]
-            records[side].append(benchmark_record(nodeid, outcome.finished[positions[0]], times, calls,
-                                                  outcome.rounds, clock=collected[side].clock, process_pairs=used,
-                                                  cpus=CpuUse(threads, others.cpus)))
-        d = _pooled(outcome.rounds.times, sides)
+            records[side].append(_record(nodeid, blocks, side, collected[side].clock, CpuUse(threads, blocks[0].others)))
+        d = np.concatenate([block.log_ratios() for block in blocks])
         verdict = judge(d, alpha=alpha, confidence=budget.confidence, min_effect=min_effect)
-        shared = f" (other programs: {others.cpus:.2f} CPU of its {len(chosen or ())})" if (others.cpus or 0) >= 0.05 else ""
+        others = blocks[0].others
+        shared = f" (other programs: {others:.2f} CPU of its {len(chosen or ())})" if (others or 0) >= 0.05 else ""
         progress(f"  {nodeid}  x{verdict.ratio:.3f} [{verdict.ci[0]:.3f}, {verdict.ci[1]:.3f}] {verdict.pairs} pairs "
-                 f"({outcome.rounds.stop})" + ("" if role == ENTRY else f" ({role})") + shared)
+                 f"({blocks[0].stop})" + ("" if role == ENTRY else f" ({role})") + shared)
     for side, names in ((1, [n for n in b_names if n not in set(a_names)]), (0, [n for n in a_names if n not in set(b_names)])):
         for nodeid in names:  # on one side only: timed alone, shown as new or missing, never judged
             record = _alone(workers[side], side, nodeid, control_budget, result, progress, collected[side].clock)
@@ -126,6 +134,88 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
                 "process_pairs": pairs}
         result.documents[side].update(run_document(collected[side], records[side], info))
     return result
+
+
+def _sides_of(pairs: int, index: int) -> list[int]:
+    """The side (0 = A, 1 = B) of each worker position of a block of ``pairs`` process pairs: A first in every pair
+    for the even-numbered benchmarks, B first for the others."""
+    return [side for _ in range(pairs) for side in ((0, 1) if index % 2 == 0 else (1, 0))]
+
+
+@dataclass
+class _Block:
+    """One benchmark timed on some process pairs: the outcome (``outcome.rounds.times[i]`` from the worker at
+    position i, of side ``sides[i]``) and other programs' CPUs during its rounds (``_OthersOnCpus``)."""
+
+    outcome: Outcome
+    sides: list[int]
+    others: float | None
+
+    @property
+    def times(self) -> list[Any]:
+        return list(self.outcome.rounds.times) if self.outcome.rounds else []
+
+    @property
+    def pairs(self) -> int:
+        return len(self.sides) // 2
+
+    @property
+    def stop(self) -> str:
+        return self.outcome.rounds.stop if self.outcome.rounds else ""
+
+    def log_ratios(self) -> np.ndarray:
+        return _pooled(self.times, self.sides)
+
+    def side_rounds(self, side: int) -> list[float]:
+        """This side's rounds in the order ``_interleaved`` stores them."""
+        return _interleaved([t for t, s in zip(self.times, self.sides) if s == side])
+
+    def by_side(self) -> dict[int, Finished]:
+        """How each side ended: a failure of one of its workers first."""
+        finished: dict[int, Finished] = {}
+        for position, side in enumerate(self.sides):
+            if side not in finished or self.outcome.finished[position].outcome == FAILED:
+                finished[side] = self.outcome.finished[position]
+        return finished
+
+
+@dataclass
+class _Timer:
+    """Times one benchmark on a block of process pairs, on the CPUs ``chooser`` chose; ``pool``: every worker of the
+    run, whose CPU seconds the chooser credits."""
+
+    chooser: CpuChooser
+    pool: list[WorkerProcess]
+    planted: float | None
+
+    def join(self, workers: Sequence[WorkerProcess]) -> None:
+        self.pool += [w for w in workers if w not in self.pool]
+
+    def block(self, workers: Sequence[WorkerProcess], nodeid: str, index: int, budget: Budget, chosen: set[int] | None,
+              undecided: Undecided | None) -> _Block:
+        sides = _sides_of(len(workers) // 2, index)
+        order = [2 * (position // 2) + side for position, side in enumerate(sides)]
+        # a planted run: B spins inside its timed span, A as long right after its own, so both load the CPU alike
+        timed = [Side(workers[i], self.planted or 1.0, untimed=not side) for i, side in zip(order, sides)]
+        others = _OthersOnCpus(self.chooser, self.pool)
+        outcome = run_same(timed, nodeid, budget, _spread(budget, sides), chosen,
+                           lambda: self.chooser.pinned(_own_seconds(self.pool)), undecided,
+                           others if chosen is not None else None)
+        return _Block(outcome, sides, others.cpus)
+
+
+def _record(nodeid: str, blocks: Sequence[_Block], side: int, clock: str, cpus: CpuUse) -> dict[str, Any]:
+    """The run-file record of one side: every block's rounds in turn (``pair_blocks`` says how, when more than one)."""
+    first = blocks[0]
+    position = first.sides.index(side)
+    rounds = first.outcome.rounds
+    if rounds is None:
+        raise ValueError(f"{nodeid} has no rounds to record")
+    times = [t for block in blocks for t in block.side_rounds(side)]
+    layout = [(block.pairs, len(block.side_rounds(side)) // block.pairs) for block in blocks] if len(blocks) > 1 else None
+    return benchmark_record(nodeid, first.outcome.finished[position], times, rounds.iterations[position], rounds,
+                            clock=clock, process_pairs=sum(block.pairs for block in blocks), cpus=cpus,
+                            pair_blocks=layout)
 
 
 @dataclass
@@ -186,28 +276,42 @@ def _alone(worker: WorkerProcess, side: int, nodeid: str, budget: Budget, result
     return benchmark_record(nodeid, finished, rounds.times[0], rounds.iterations[0], rounds, clock=clock)
 
 
+_NEAR = 0.9  # of the minimum effect (in log ratio): nearer to it, an entry within the minimum effect is still undecided
+
+
 @dataclass(frozen=True)
 class Undecided:
     """``measure``'s ``undecided`` for A/B rounds: True while the pooled per-pair ratio is beyond the minimum effect
     but the verdict the report would give is not yet a change: the sign test's p-value is not below ``alpha`` (the
     run's level over its entries, Bonferroni: what Holm asks of the most significant entry), the CI still holds 1, or
-    process pairs do not all carry it (``process_pairs_disagree``). A ratio within the minimum effect is
-    decided (unchanged), so only entries that look changed get the extra rounds, which a self-A/B run seldom pays."""
+    the process pairs do not carry it (``process_pairs_disagree``); or it is within the minimum effect but beyond
+    _NEAR of it (x1.027-1.03 for 3%: planted 5% slowdowns of noisy or process-state entries read that low). A ratio
+    closer to 1 is decided (unchanged), so only entries that look changed, or nearly, get the extra rounds, which a
+    self-A/B run seldom pays (0-2 entries per run, measured).
+
+    ``strict`` (the question whether to time more process pairs, ``run_ab``): the process pairs must carry the change
+    by both of ``process_pairs_disagree``'s rules, every pair beyond a third of the minimum effect *and* the t-test
+    across them; either is enough for the report, but three pairs that satisfy only one are what a state scattering
+    the process pairs by 6% gives one time in eight with no change at all (measured by simulation), and six pairs
+    bring that under one in fifty."""
 
     sides: Sequence[int]
     confidence: float
     min_effect: float
     alpha: float
+    strict: bool = False
 
     def __call__(self, times: list[Any]) -> bool:
         d = _pooled(times, self.sides)
         floor, middle = math.log1p(self.min_effect), float(np.median(d))
-        if abs(middle) < floor:
+        if abs(middle) < _NEAR * floor:
             return False
+        if abs(middle) < floor:  # near the minimum effect: the verdict turns on the last rounds' noise
+            return True
         low, high = median_ci(d, self.confidence)
         pairs = len(self.sides) // 2  # round i of a side came from its worker i % pairs (``_interleaved``)
         agree = pairs < 2 or process_pairs_disagree(process_ratios(d, pairs), middle > 0, self.min_effect,
-                                                    d.size // pairs) is None
+                                                    d.size // pairs, strict=self.strict) is None
         return not (sign_test_p(d) < self.alpha and (low > 0 or high < 0) and agree)
 
 

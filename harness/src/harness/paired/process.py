@@ -72,11 +72,12 @@ def _tasks_of_tree(pid: int) -> list[int]:
 
 
 def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (all its threads; ``/proc/<pid>/stat`` fields 14 and 15, in
-    clock ticks); 0.0 when it cannot be read."""
+    """User + system CPU seconds of process ``pid`` (all its threads) and of its children that exited and were
+    waited for (``/proc/<pid>/stat`` fields 14-17: utime, stime, cutime, cstime, in clock ticks), so a compiler run
+    per call or a server stopped at teardown still counts once it is gone; 0.0 when it cannot be read."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return 0.0
 

@@ -329,14 +329,14 @@ def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Setting
         return BenchmarkComparison(name, Verdict.UNCHANGED, kind, threshold, now, before, note=note)
     verdict: Paired = judge(d, alpha=settings.alpha, confidence=settings.confidence, min_effect=settings.min_effect,
                             p_value=adjusted_p)
-    processes = _process_ratios(d, now.options.get("process_pairs"), before.options.get("process_pairs"))
+    processes = _process_ratios(d, now.options, before.options)
     said = _ab_note(verdict, kind, settings, bool(cur.harness.get("planted")))
     shared = _cpus_shared(now, before)
     if shared:
         said, verdict = shared, replace(verdict, verdict=Verdict.UNJUDGED)
     elif processes and verdict.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):
         why = process_pairs_disagree(processes, verdict.verdict is Verdict.REGRESSED, settings.min_effect,
-                                     d.size // len(processes))
+                                     _rounds_each(now.options, d.size // len(processes)))
         if why:
             said = f"{verdict.verdict.value} in the pooled rounds, but {why}: process state, not the code"
             verdict = replace(verdict, verdict=Verdict.UNCHANGED)
@@ -367,15 +367,29 @@ def _number(value: Any, default: float) -> float:
     return float(value) if ok else default
 
 
-def _process_ratios(d: np.ndarray, pairs: Any, pairs_before: Any) -> tuple[float, ...] | None:
-    """The median ratio of each process pair (round i of a side came from its worker i % ``pairs``:
-    ``harness.paired.runfile.benchmark_record``); None for one pair, a count the two sides do not share, or one that
-    does not divide the rounds (not the runner's layout)."""
-    if pairs != pairs_before or not isinstance(pairs, int) or isinstance(pairs, bool) or not 1 < pairs <= d.size:
+def _process_ratios(d: np.ndarray, options: Mapping[str, Any], options_before: Mapping[str, Any]) -> tuple[float, ...] | None:
+    """The median ratio of each process pair (options ``process_pairs`` and, when the benchmark was timed on more
+    process pairs later, ``pair_blocks``: [[pairs, rounds each], ...], ``harness.paired.runfile.benchmark_record``);
+    None for one pair, a layout the two sides do not share, or one that does not cover the rounds (not the runner's)."""
+    pairs, blocks = options.get("process_pairs"), options.get("pair_blocks")
+    if (pairs, blocks) != (options_before.get("process_pairs"), options_before.get("pair_blocks")):
         return None
-    if d.size % pairs:
+    if not isinstance(pairs, int) or isinstance(pairs, bool) or not 1 < pairs <= d.size:
         return None
-    return process_ratios(d, pairs)
+    if blocks is None:
+        return process_ratios(d, pairs) if d.size % pairs == 0 else None
+    try:
+        layout = [(int(count), int(each)) for count, each in blocks]
+        ratios = process_ratios(d, pairs, layout)
+    except (TypeError, ValueError):
+        return None
+    return ratios if len(ratios) == pairs else None
+
+
+def _rounds_each(options: Mapping[str, Any], even: int) -> int:
+    """The fewest rounds of any process pair: ``pair_blocks``' smallest, else ``even`` (rounds / pairs)."""
+    blocks = options.get("pair_blocks")
+    return min(int(each) for _, each in blocks) if blocks else even
 
 
 def _ab_note(verdict: Paired, kind: str, settings: _Settings, planted: bool) -> str | None:

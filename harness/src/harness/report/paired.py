@@ -41,10 +41,13 @@ from scipy import stats as sps
 
 from harness.report.verdict import Verdict
 
-__all__ = ["SIGN_TEST", "Paired", "half_width", "holm", "judge", "log_ratios", "median_ci", "process_pairs_disagree",
-           "process_ratios", "sign_test_p", "unit_log_ratios"]
+__all__ = ["PROCESS_PAIRS_ALPHA", "SIGN_TEST", "Paired", "half_width", "holm", "judge", "log_ratios", "median_ci",
+           "process_pairs_disagree", "process_ratios", "sign_test_p", "unit_log_ratios"]
 
 SIGN_TEST = "sign-test"
+# the one-sided level of the t-test across process pairs (``process_pairs_disagree``): a state-noisy benchmark passes
+# the pooled sign test whenever its process pairs lean one way, so this is its chance of a false alarm
+PROCESS_PAIRS_ALPHA = 0.01
 
 
 @dataclass(frozen=True)
@@ -152,27 +155,61 @@ def unit_log_ratios(first: Sequence[float] | np.ndarray, second: Sequence[float]
     return (d[0::2] + d[1::2]) / 2.0
 
 
-def process_ratios(d: np.ndarray, pairs: int) -> tuple[float, ...]:
-    """The median ratio of each of ``pairs`` process pairs, given pooled per-pair log ratios ``d`` whose element i
-    came from process pair i % ``pairs`` (the A/B runner's layout)."""
-    return tuple(math.exp(float(np.median(d[g::pairs]))) for g in range(pairs))
+def process_ratios(d: np.ndarray, pairs: int, blocks: Sequence[tuple[int, int]] | None = None) -> tuple[float, ...]:
+    """The median ratio of each process pair, given pooled per-pair log ratios ``d`` in the A/B runner's layout:
+    ``blocks`` of (process pairs, rounds each) one after the other (a benchmark timed on more process pairs later:
+    ``harness.paired.ab``), element i of a block from its process pair i % its pairs; None = one block of ``pairs``.
+    Raises ValueError when the blocks do not cover ``d``."""
+    blocks = [(pairs, d.size // pairs if pairs else 0)] if blocks is None else list(blocks)
+    if any(count < 1 or each < 1 for count, each in blocks) or sum(c * e for c, e in blocks) != d.size:
+        raise ValueError(f"process-pair blocks {blocks} do not cover {d.size} pairs of rounds")
+    ratios, start = [], 0
+    for count, each in blocks:
+        block = d[start:start + count * each]
+        ratios += [math.exp(float(np.median(block[g::count]))) for g in range(count)]
+        start += count * each
+    return tuple(ratios)
 
 
-def process_pairs_disagree(processes: Sequence[float], slower: bool, min_effect: float,
-                           rounds_each: int = 8) -> str | None:
+def process_pairs_disagree(processes: Sequence[float], slower: bool, min_effect: float, rounds_each: int = 8,
+                           alpha: float = PROCESS_PAIRS_ALPHA, strict: bool = False) -> str | None:
     """Why the process pairs' median ratios ``processes`` do not carry a change of the pooled rounds (``slower``: a
-    regression, else an improvement), or None when they do: the median of them must be beyond the minimum effect, and
-    (when every pair has at least 8 rounds, ``rounds_each``: fewer make a pair's median too noisy to veto) every one
-    beyond a third of it, on the change's side. Each process pair is an independent replicate of the comparison: a
-    change of the code shows in every one, while a state that some processes fall into (a CLOUD server whose two
-    threads hand over slowly: 472 and 535 us per launch in two workers of the same tree) shows in some. A ratio of 0
-    (an underflow) counts as infinitely faster."""
+    regression, else an improvement), or None when they do. Each process pair is an independent replicate of the
+    comparison: a change of the code shows in every one, while a state that some processes fall into (a CLOUD server
+    whose two threads hand over slowly: 472 and 535 us per launch in two workers of the same tree) shows in some, so
+    the pooled rounds, which count every round as independent, overstate the evidence wherever such states differ.
+
+    The median of the pairs' ratios must be beyond the minimum effect, and either every pair beyond a third of it on
+    the change's side (a rule that needs at least 8 rounds per pair, ``rounds_each``: with fewer a pair's median is
+    too noisy to veto) or, with three pairs or more, their log ratios beyond 0 on that side by a one-sided t-test at
+    ``alpha``, the pairs as replicates, so its level holds however far the process states scatter. The first carries
+    a change through one pair far off on its own side (x1.32, 1.05, 1.05), the second through one pair that a state
+    holds back (x1.009, 1.04, 1.041, 1.05, 1.045, 1.055). ``strict``: both rules (the t-test with three pairs or
+    more), as the A/B runner asks before it settles for the first process pairs. A ratio of 0 (an underflow) counts
+    as infinitely faster."""
     sign = 1.0 if slower else -1.0
-    logs = [sign * (math.log(r) if r > 0 else -math.inf) for r in processes]
+    logs = np.array([sign * (math.log(r) if r > 0 else -math.inf) for r in processes])
     middle = float(np.median(logs))
     if middle < math.log1p(min_effect):
         return f"the median of the process pairs' ratios (x{math.exp(sign * middle):.3f}) is within the minimum effect"
-    if rounds_each >= 8 and min(logs) < math.log1p(min_effect / 3):
-        worst = processes[logs.index(min(logs))]
-        return f"one process pair reads x{worst:.3f}, short of a third of the minimum effect"
-    return None
+    every = rounds_each < 8 or float(np.min(logs)) >= math.log1p(min_effect / 3)
+    p = _t_test_p(logs)
+    carried = p < alpha or (math.isnan(p) and logs.size < 3)
+    if (every and carried) or (not strict and (every or carried)):
+        return None
+    scatter = f"the {logs.size} pairs scatter too widely to carry it (t-test across them: p = {p:.2g})"
+    if every:
+        return scatter
+    worst = processes[int(np.argmin(logs))]
+    short = f"one process pair reads x{worst:.3f}, short of a third of the minimum effect"
+    return f"{short}, and {scatter}" if math.isfinite(p) else short
+
+
+def _t_test_p(logs: np.ndarray) -> float:
+    """The one-sided p-value of the t-test of ``logs`` > 0 (``scipy.stats.ttest_1samp``); NaN with fewer than three
+    values or a non-finite one."""
+    if logs.size < 3 or not np.all(np.isfinite(logs)):
+        return math.nan
+    if float(np.ptp(logs)) == 0.0:
+        return 0.0 if logs[0] > 0 else 1.0
+    return float(sps.ttest_1samp(logs, 0.0, alternative="greater").pvalue)
