@@ -35,7 +35,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -235,10 +235,11 @@ def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> in
           f"{sides.b.root} (ready in {time.perf_counter() - started:.0f} s)", flush=True)
     logs = out / "logs"
     pairs = args.process_pairs or PROCESS_PAIRS
-    # the first ``pairs`` process pairs time every benchmark; as many more are started for undecided entries only
-    specs = [WorkerSpec(f"{label}{n} ({what})", str(side.python), side.workdir_of(n), logs / f"{label}{n}.log", n - 1)
-             for n in range(1, 2 * pairs + 1)
-             for label, what, side in (("A", "ref", sides.a), ("B", "working tree", sides.b))]
+    # process pairs 1..pairs time every benchmark; sets of as many more are started for undecided entries only
+    def specs_of(first: int, count: int) -> list[WorkerSpec]:
+        return [WorkerSpec(f"{label}{n} ({what})", str(side.python), side.workdir_of(n), logs / f"{label}{n}.log", n - 1)
+                for n in range(first, first + count)
+                for label, what, side in (("A", "ref", sides.a), ("B", "working tree", sides.b))]
     budget = replace(AB_ENTRY_BUDGET, seconds=args.budget, undecided_seconds=2 * args.budget) if args.budget \
         else AB_ENTRY_BUDGET
     suite = _suite(args.suite)
@@ -254,9 +255,9 @@ def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> in
     env = {**_env(), SHARED_DIR_ENV: str(shared)}
     try:
         with contextlib.ExitStack() as stack:
-            workers, collected = stack.enter_context(open_workers(specs[:2 * pairs], args_of, env))
+            workers, collected = stack.enter_context(open_workers(specs_of(1, pairs), args_of, env))
             _warn_randomized(workers)
-            more = _MorePairs(stack, specs[2 * pairs:], args_of, env)
+            more = _MorePairs(stack, lambda k: specs_of(k * pairs + 1, pairs), args_of, env)
             result = run_ab(workers, collected, ref, _progress, planted=args.plant_slowdown,
                             min_effect=args.min_effect, entry_budget=budget, more_pairs=more)
     finally:
@@ -280,19 +281,19 @@ def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> in
 
 
 class _MorePairs:
-    """``run_ab``'s ``more_pairs``: the workers of ``specs`` (process pairs in turn), started on the first call and
-    stopped with ``stack``."""
+    """``run_ab``'s ``more_pairs``: set k holds the workers of ``specs_of(k)`` (process pairs in turn), started on
+    the first call for k and stopped with ``stack``."""
 
-    def __init__(self, stack: contextlib.ExitStack, specs: list[WorkerSpec], args_of: list[list[str]],
-                 env: dict[str, str]) -> None:
-        self._stack, self._specs, self._args, self._env = stack, specs, args_of, env
-        self._opened: tuple[list[WorkerProcess], list[Collected]] | None = None
+    def __init__(self, stack: contextlib.ExitStack, specs_of: Callable[[int], list[WorkerSpec]],
+                 args_of: list[list[str]], env: dict[str, str]) -> None:
+        self._stack, self._specs_of, self._args, self._env = stack, specs_of, args_of, env
+        self._opened: dict[int, tuple[list[WorkerProcess], list[Collected]]] = {}
 
-    def __call__(self) -> tuple[list[WorkerProcess], list[Collected]]:
-        if self._opened is None:
-            self._opened = self._stack.enter_context(open_workers(self._specs, self._args, self._env))
-            _warn_randomized(self._opened[0])
-        return self._opened
+    def __call__(self, k: int) -> tuple[list[WorkerProcess], list[Collected]]:
+        if k not in self._opened:
+            self._opened[k] = self._stack.enter_context(open_workers(self._specs_of(k), self._args, self._env))
+            _warn_randomized(self._opened[k][0])
+        return self._opened[k]
 
 
 def _promote(store: RunStore, run_file: Path, accept_drift: bool) -> int:

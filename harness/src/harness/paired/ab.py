@@ -15,7 +15,8 @@ the benchmark's time budget is spent. Entries get ENTRY_BUDGET on every process 
 on both sides, only show whether the two environments differ and get CONTROL_BUDGET on the first process pair (their
 setup costs as much on every worker, and a verdict of theirs never fails the run). An entry still undecided after
 its budget and extension (``Undecided``, strict) is timed again on as many process pairs more, started for the first
-such entry, and its rounds from both blocks are pooled. A benchmark on one side only is timed alone on that side's
+such entry, and its rounds from both blocks are pooled; one still undecided on those (by the report's own rule, not
+strict) gets a third set (MORE_BLOCKS). A benchmark on one side only is timed alone on that side's
 first worker, so the report lists it as new or missing with its figures, never judged.
 """
 
@@ -38,7 +39,7 @@ from harness.paired.runfile import CpuUse, benchmark_record, run_document
 from harness.paired.session import FAILED, PASSED, Collected, Finished, Outcome, finish, run_same, start, time_alone_or_beside
 from harness.report.paired import half_width, judge, log_ratios, median_ci, process_pairs_disagree, process_ratios, sign_test_p
 
-__all__ = ["CONTROL_BUDGET", "ENTRY_BUDGET", "PROCESS_PAIRS", "AbResult", "MorePairs", "Undecided", "run_ab"]
+__all__ = ["CONTROL_BUDGET", "ENTRY_BUDGET", "MORE_BLOCKS", "PROCESS_PAIRS", "AbResult", "MorePairs", "Undecided", "run_ab"]
 
 # 20 pairs at least: the run's p-values are Holm-adjusted over its ~50 entries, so an entry needs p < 0.01 / 50, and
 # a two-sided sign test of n pairs cannot go below 2 / 2**n (n = 14: 1.2e-4, reached only when every pair
@@ -53,12 +54,15 @@ CONTROL_BUDGET = Budget(seconds=1.0, confidence=0.95, precision=0.02, min_rounds
 # of unchanged code that err the same way by more than the minimum effect
 PROCESS_PAIRS = 3
 # an entry still undecided after its budget and extension is timed on as many process pairs again (``run_ab``'s
-# ``more_pairs``): with six pairs the t-test across them (``process_pairs_disagree``) carries a 5% change through
-# process states that scatter by 3% (t = 4.1 where 3.36 is needed); with three it needs them within 1.5%
+# ``more_pairs``), and once more if still undecided: with six pairs the t-test across them (``process_pairs_disagree``)
+# carries a 5% change through process states that scatter by 3% (t = 4.1 where 3.36 is needed), with three it needs
+# them within 1.5%; planted 5% slowdowns left undecided on six (a CLOUD copy at p = 0.018) get nine
+MORE_BLOCKS = 2
 
 
-# opens more process pairs (once; later calls return the same): the workers A, B, A, B, ... and what they collected
-MorePairs = Callable[[], tuple[Sequence[WorkerProcess], Sequence[Collected]]]
+# ``more_pairs(k)``: the k-th set of more process pairs (k = 1, 2, ...; opened on the first call for k, the same set
+# after): the workers A, B, A, B, ... and what they collected
+MorePairs = Callable[[int], tuple[Sequence[WorkerProcess], Sequence[Collected]]]
 
 
 @dataclass
@@ -80,10 +84,10 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
     ``seconds`` count pairs and seconds of all process pairs together. ``planted`` stretches B's rounds by that factor
     (``--plant-slowdown``; A's workers spin as long after each round, untimed). ``min_effect``/``alpha`` shape the
     progress lines' CI and which entries are still undecided (``Undecided``); the report decides the verdicts from
-    the run files (all entries together: ``harness.report.compare``). ``more_pairs`` opens more process pairs, once,
-    for the entries still undecided after their budget and its extension: each is then timed on those too, and their
-    rounds join the pooled ones (the process pairs' states are what such an entry lacks). Raises ValueError for an odd
-    or empty ``workers``."""
+    the run files (all entries together: ``harness.report.compare``). ``more_pairs`` opens more process pairs for the
+    entries still undecided after their budget and its extension: each is then timed on a set of them too, and on a
+    second set if still undecided (MORE_BLOCKS), and their rounds join the pooled ones (the process pairs' states are
+    what such an entry lacks). Raises ValueError for an odd or empty ``workers``."""
     if not workers or len(workers) % 2 or len(collected) != len(workers):
         raise ValueError(f"A/B workers come in (A, B) process pairs, got {len(workers)} workers")
     pairs = len(workers) // 2
@@ -104,11 +108,12 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
         chosen = timer.chooser.choose(threads, _own_seconds(timer.pool))
         undecided = Undecided(_sides_of(used, index), budget.confidence, min_effect, alpha / max(1, entries))
         blocks = [timer.block(workers[:2 * used], nodeid, index, budget, chosen, undecided)]
-        if blocks[0].outcome.ok and role == ENTRY and more_pairs is not None \
-                and replace(undecided, strict=True)(blocks[0].times):
-            extra, _ = more_pairs()
+        while (blocks[-1].outcome.ok and role == ENTRY and more_pairs is not None and len(blocks) <= MORE_BLOCKS
+               and _still_undecided(blocks, replace(undecided, strict=len(blocks) == 1))):
+            extra, _ = more_pairs(len(blocks))
             timer.join(extra)
-            progress(f"  {nodeid}  undecided on {used} process pairs: timing it on {len(extra) // 2} more")
+            progress(f"  {nodeid}  undecided on {sum(b.pairs for b in blocks)} process pairs: timing it on "
+                     f"{len(extra) // 2} more")
             blocks.append(timer.block(extra, nodeid, index, _per_pair(replace(entry_budget, undecided_seconds=0.0),
                                                                       len(extra) // 2), chosen, None))
         failed = next((b for b in blocks if not b.outcome.ok), None)
@@ -134,6 +139,13 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
                 "process_pairs": pairs}
         result.documents[side].update(run_document(collected[side], records[side], info))
     return result
+
+
+def _still_undecided(blocks: Sequence[_Block], undecided: Undecided) -> bool:
+    """``undecided`` asked of every block's rounds pooled, their process pairs side by side."""
+    d = np.concatenate([block.log_ratios() for block in blocks])
+    processes = [r for block in blocks for r in process_ratios(block.log_ratios(), block.pairs)]
+    return undecided.of(d, processes, min(len(block.log_ratios()) // block.pairs for block in blocks))
 
 
 def _sides_of(pairs: int, index: int) -> list[int]:
@@ -293,7 +305,8 @@ class Undecided:
     by both of ``process_pairs_disagree``'s rules, every pair beyond a third of the minimum effect *and* the t-test
     across them; either is enough for the report, but three pairs that satisfy only one are what a state scattering
     the process pairs by 6% gives one time in eight with no change at all (measured by simulation), and six pairs
-    bring that under one in fifty."""
+    bring that under one in fifty. The runner asks it of the first three pairs only: six that satisfy the report's
+    rule are decided."""
 
     sides: Sequence[int]
     confidence: float
@@ -303,15 +316,20 @@ class Undecided:
 
     def __call__(self, times: list[Any]) -> bool:
         d = _pooled(times, self.sides)
+        pairs = len(self.sides) // 2  # round i of a side came from its worker i % pairs (``_interleaved``)
+        return self.of(d, process_ratios(d, pairs), d.size // pairs)
+
+    def of(self, d: np.ndarray, processes: Sequence[float], rounds_each: int) -> bool:
+        """The same question of pooled log ratios ``d`` whose process pairs' ratios are ``processes`` (each of at
+        least ``rounds_each`` rounds)."""
         floor, middle = math.log1p(self.min_effect), float(np.median(d))
         if abs(middle) < _NEAR * floor:
             return False
         if abs(middle) < floor:  # near the minimum effect: the verdict turns on the last rounds' noise
             return True
         low, high = median_ci(d, self.confidence)
-        pairs = len(self.sides) // 2  # round i of a side came from its worker i % pairs (``_interleaved``)
-        agree = pairs < 2 or process_pairs_disagree(process_ratios(d, pairs), middle > 0, self.min_effect,
-                                                    d.size // pairs, strict=self.strict) is None
+        agree = len(processes) < 2 or process_pairs_disagree(processes, middle > 0, self.min_effect, rounds_each,
+                                                             strict=self.strict) is None
         return not (sign_test_p(d) < self.alpha and (low > 0 or high < 0) and agree)
 
 
