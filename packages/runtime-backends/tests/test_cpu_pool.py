@@ -103,26 +103,26 @@ def test_results_are_identical_with_one_and_many_threads(tmp_path, monkeypatch):
 
 
 class _CountingPool(GroupPool):
-    """A pool that adds ``delay`` seconds to every run and counts its runs."""
+    """A pool that adds ``delay`` seconds to every run (to its first ``slow_runs`` only, when given) and counts its
+    runs."""
 
-    def __init__(self, threads: int, delay: float) -> None:
+    def __init__(self, threads: int, delay: float, slow_runs: int | None = None) -> None:
         super().__init__(threads)
-        self.delay, self.runs = delay, 0
+        self.delay, self.slow_runs, self.runs = delay, slow_runs, 0
 
     def run(self, fn, chunks) -> None:
         self.runs += 1
-        time.sleep(self.delay)
+        if self.slow_runs is None or self.runs <= self.slow_runs:
+            time.sleep(self.delay)
         super().run(fn, chunks)
 
 
-@pytest.mark.parametrize("pool_delay, serial_delay", [(0.02, 0.0), (0.0, 0.02)], ids=["slow-pool", "slow-serial"])
-def test_a_launch_runs_the_way_that_was_faster(tmp_path, monkeypatch, pool_delay, serial_delay):
-    """A pool slowed by other processes (here: 20 ms more per run) loses to serial runs, apart from a re-measuring run
-    every PROBE_EVERY runs; when serial runs are the slow ones, the pool wins."""
+def _slowed_launch(tmp_path, monkeypatch, pool: GroupPool, serial_delay: float):
+    """A bound CPU launch of ``ids_kernel`` on ``pool`` whose serial runs take ``serial_delay`` seconds more."""
     monkeypatch.setenv("RUNTIME_CACHE_DB", str(tmp_path / "cache.db"))
     monkeypatch.setattr("runtime_backends.cpu.launch.POOL_MIN_S", 0.0)
     dev = CPUDevice()
-    dev.pool = pool = _CountingPool(2, pool_delay)
+    dev.pool = pool
     kernel = ids_kernel()
     prg = dev.runtime(kernel.name, dev.compiler.compile_cached(dev.renderer.render(kernel)))
     out = Buffer.from_numpy("CPU", np.zeros(148 * 10 * 3, np.int32))
@@ -134,8 +134,30 @@ def test_a_launch_runs_the_way_that_was_faster(tmp_path, monkeypatch, pool_delay
             time.sleep(serial_delay)
         kernel_fn(block)
     launch.fn = call
+    return launch
+
+
+@pytest.mark.parametrize("pool_delay, serial_delay", [(0.02, 0.0), (0.0, 0.02)], ids=["slow-pool", "slow-serial"])
+def test_a_launch_runs_the_way_that_was_faster(tmp_path, monkeypatch, pool_delay, serial_delay):
+    """A pool slowed by other processes (here: 20 ms more per run) loses to serial runs, apart from a re-measuring run
+    every PROBE_EVERY runs; when serial runs are the slow ones, the pool wins."""
+    pool = _CountingPool(2, pool_delay)
+    launch = _slowed_launch(tmp_path, monkeypatch, pool, serial_delay)
     runs = 4 * PROBE_EVERY
     for _ in range(runs):
         launch()
     probes = sum(map(probe_run, range(1, runs + 1))) + 2  # re-measuring runs, the first serial and first pooled run
     assert (pool.runs <= probes) if pool_delay else (pool.runs >= runs - probes)
+
+
+def test_a_pool_slowed_only_at_first_wins_from_its_first_unhindered_probe(tmp_path, monkeypatch):
+    """The pool's first two runs are slowed (other processes setting up beside it), serial runs are 20 ms slower
+    throughout: the third pooled run (the probe at run 4) is unhindered and the pool is used from then on, apart from
+    serial probes (runs 8 and 16). An average of the runs would have held it serial until the probe at run 16."""
+    pool = _CountingPool(2, 0.1, slow_runs=2)
+    launch = _slowed_launch(tmp_path, monkeypatch, pool, 0.02)
+    runs = 2 * PROBE_EVERY
+    for _ in range(runs):
+        launch()
+    serial = runs - pool.runs
+    assert serial == 4  # the first run (it decides that the pool may pay), the run after the slow probe, 2 probes

@@ -3,15 +3,18 @@
 A :class:`Launch` is made once per distinct validated argument set (``CPUProgram`` memoizes it) and can be replayed.
 Whether the thread pool pays is learnt by measuring: a first serial run shorter than ``POOL_MIN_S`` keeps the launch
 (and later launches of its shape) serial, since waking the workers costs tens of microseconds. A longer one makes the
-launch try the pool, then run the way that was faster on average, measuring the other way again now and then
-(``probe_run``): on a machine whose cores other processes keep busy, the workers get little time, and a serial run
-wins.
+launch try the pool, then run the way whose fastest of its last ``WINDOW`` runs was faster, measuring the other way
+again now and then (``probe_run``): on a machine whose cores other processes keep busy, the workers get little time,
+and a serial run wins. The fastest run, not a mean, so that runs slowed by a passing load (a first run beside other
+processes setting up) do not hold a launch to the slower way until several probes have averaged them out: one
+unhindered probe is enough.
 """
 
 from __future__ import annotations
 
 import ctypes
 import math
+from collections import deque
 from collections.abc import Callable, Sequence
 from time import perf_counter
 from typing import Any
@@ -20,13 +23,17 @@ from runtime_backends.cpu.abi import FAULT_FIELDS, Signature
 from runtime_backends.cpu.memcheck import fault_error
 from runtime_backends.cpu.pool import GroupPool
 
-__all__ = ["Launch", "ForeignLaunch", "POOL_MIN_S", "PROBE_EVERY", "CHUNKS_PER_THREAD", "probe_run", "split_groups"]
+__all__ = ["Launch", "ForeignLaunch", "POOL_MIN_S", "PROBE_EVERY", "WINDOW", "CHUNKS_PER_THREAD", "probe_run",
+           "split_groups"]
 
 POOL_MIN_S = 200e-6
 """A launch whose serial run takes at least this many seconds tries the thread pool."""
 PROBE_EVERY = 16
 """A launch that may use the pool runs the way it currently finds slower at its runs 2, 4, 8 and then every this many
 runs, to measure it again (``probe_run``)."""
+WINDOW = 4
+"""Runs of each way (serial, pooled) kept: the fastest of them stands for that way; older ones are forgotten, so a way
+that got slower (other processes came) loses within WINDOW runs of it."""
 CHUNKS_PER_THREAD = 16
 """Chunks per pool thread: more chunks than threads keep every thread busy when other processes load some cores."""
 
@@ -90,7 +97,8 @@ class Launch:
         self.chunks: list[ctypes.Array] | None = None
         self.undecided = self.pool is not None and parallel is None
         self.on_decided: Callable[[bool], Any] | None = None
-        self._seconds = {False: 0.0, True: 0.0}  # mean seconds of a serial / pooled run; 0: not measured yet
+        # seconds of the last WINDOW serial / pooled runs
+        self._seconds: dict[bool, deque[float]] = {False: deque(maxlen=WINDOW), True: deque(maxlen=WINDOW)}
         self._runs = 0
         if self.pool is not None and parallel:
             self._use_pool(self.pool)
@@ -140,8 +148,13 @@ class Launch:
         if self.chunks is None:
             return False
         self._runs += 1
-        faster = self._seconds[True] <= self._seconds[False]
+        faster = self._fastest(True) <= self._fastest(False)
         return faster != probe_run(self._runs)
+
+    def _fastest(self, pooled: bool) -> float:
+        """The fastest of the way's last runs in seconds; 0.0 when it has not run yet (so it is tried first)."""
+        runs = self._seconds[pooled]
+        return min(runs) if runs else 0.0
 
     def _learn(self, pooled: bool, elapsed: float) -> None:
         if self.undecided:
@@ -154,8 +167,7 @@ class Launch:
                 self.direct = not self.sig.checked
             if self.on_decided is not None:
                 self.on_decided(worth)
-        known = self._seconds[pooled]
-        self._seconds[pooled] = elapsed if known == 0.0 else (known + elapsed) / 2
+        self._seconds[pooled].append(elapsed)
 
 
 class ForeignLaunch:
