@@ -11,8 +11,10 @@ import pytest
 import test_report_synth as synth
 from scipy import stats as sps
 
+from harness.bench_schema import RUN_KEY
 from harness.paired.stored import ENTRY_BUDGET as STORED_ENTRY_BUDGET
 from harness.report import Verdict, compare, parse_run
+from harness.report.errors import ReportInputError
 from harness.report.paired import judge, log_ratios, median_ci, process_pairs_disagree, process_ratios, sign_test_p
 from harness.report.render_md import render_markdown
 from harness.report.render_text import render_text
@@ -186,9 +188,46 @@ def test_a_b_files_with_blocks_of_process_pairs_are_judged_on_all_of_them():
     [entry] = [c for c in compare(b, a).comparisons if c.fullname == ENTRY]
     assert entry.process_ratios == pytest.approx(biases, rel=0.02)
     assert entry.verdict is Verdict.REGRESSED
-    for doc in (a, b):  # a layout that does not cover the rounds is not the runner's: no per-pair ratios
-        next(r for r in doc["benchmarks"] if r["fullname"] == ENTRY)["options"]["pair_blocks"] = [[3, 10], [3, 9]]
-    assert next(c for c in compare(b, a).comparisons if c.fullname == ENTRY).process_ratios is None
+
+
+@pytest.mark.parametrize(("options", "why"), [
+    ({"process_pairs": 6, "pair_blocks": [[3, 10], [3, 9]]}, "do not cover 6 process pairs and 60 pairs of rounds"),
+    ({"pair_blocks": [[3, 10], [3, 10]]}, "do not cover 3 process pairs and 60 pairs of rounds"),
+    ({"process_pairs": 7}, "60 pairs of rounds do not split over 7 process pairs"),
+    ({"process_pairs": 0}, "options.process_pairs must be an integer >= 1, got 0"),
+    ({"process_pairs": True}, "options.process_pairs must be an integer >= 1, got True"),
+    ({"process_pairs": 3.0}, "options.process_pairs must be an integer >= 1, got 3.0"),
+    ({"pair_blocks": [[3, 20.5]]}, "options.pair_blocks rounds must be an integer >= 1, got 20.5"),
+    ({"pair_blocks": [[3]]}, "options.pair_blocks must be [[pairs, rounds each], ...], got [[3]]"),
+    ({"pair_blocks": {"3": 20}}, "options.pair_blocks must be [[pairs, rounds each], ...]"),
+    ({"threads": float("nan")}, "options.threads must be a number >= 0, got nan"),
+    ({"others_cpus": 10**400}, "options.others_cpus must be a number >= 0, got 1000000000"),
+    ({"others_cpus": "0.9"}, "options.others_cpus must be a number >= 0, got '0.9'"),
+    ({"side B": {"process_pairs": 4}}, "the two sides' process_pairs/pair_blocks differ"),
+])
+def test_a_malformed_runner_layout_gives_no_verdict_not_an_unvetoed_one(options, why):
+    """Pair 0 reads x1.000, pairs 1 and 2 x1.10: the process pairs veto the pooled regression. A layout the report
+    cannot use (or one side's differing) must not drop that veto silently: no verdict, and it says why."""
+    a, b = three_process_pairs((1.0, 1.1, 1.1), 1.0)
+    [entry] = [c for c in compare(b, a).comparisons if c.fullname == ENTRY]
+    assert entry.verdict is Verdict.UNCHANGED and "process state, not the code" in entry.note
+    for doc in (a, b) if "side B" not in options else (b,):
+        record = next(r for r in doc["benchmarks"] if r["fullname"] == ENTRY)
+        record["options"].update(options.get("side B", options))
+    result = compare(b, a)
+    [entry] = [c for c in result.comparisons if c.fullname == ENTRY]
+    assert entry.verdict is Verdict.UNCHANGED and not result.failed
+    assert entry.note.startswith("the runner's options are unusable (") and why in entry.note
+    assert entry.note.endswith("): no verdict")
+
+
+@pytest.mark.parametrize(("field", "value"), [("warnings", 5), ("warnings", "abc"), ("pairing", [1]),
+                                               ("mode", {"a": 1}), ("planted", "x1.05")])
+def test_a_run_key_field_of_the_wrong_type_is_a_clear_input_error(field, value):
+    a, b = ab_runs({ENTRY: 1.0})
+    b[RUN_KEY][field] = value
+    with pytest.raises(ReportInputError, match=rf"{RUN_KEY}\.{field} must be"):
+        compare(b, a)
 
 
 @pytest.mark.parametrize(("threads", "others", "verdict"), [

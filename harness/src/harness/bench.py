@@ -77,8 +77,9 @@ def build_parser(prog: str = "python -m harness bench") -> ArgumentParser:
         "0 pass or no baseline yet, 1 regression or a failed benchmark, 2 unusable input, 130 interrupted.",
     )
     parser.add_argument("--against", nargs="?", const="", metavar="REF",
-                        help="A/B mode: compare with git ref REF (default: the merge base with the main branch, or the "
-                        "stored baseline's commit), run in alternating rounds")
+                        help="A/B mode: compare with git ref REF (default: the merge base with the main branch; on the main "
+                        "branch, the stored baseline's commit when it is another commit than HEAD), run in "
+                        "alternating rounds")
     parser.add_argument("--plant-slowdown", type=_factor, metavar="F",
                         help="A/B mode: stretch every round of the working tree by F (e.g. 1.05), to check that the "
                         "gate sees a change of that size")

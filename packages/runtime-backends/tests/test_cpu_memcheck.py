@@ -3,10 +3,13 @@ op, the buffer slot, the index, the element count and the group/thread; in-bound
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 import pytest
 
 from runtime_backends.cpu.device import CPUDevice
+from runtime_backends.cpu.launch import WINDOW
 from runtime_backends.cpu.memcheck import MEMCHECK_ENV, OutOfBoundsError, memcheck_enabled
 from runtime_backends.cpu.renderer import CRenderer
 from runtime_core import Buffer, dtypes
@@ -135,3 +138,16 @@ def test_non_boolean_env_is_an_error_naming_the_variable(monkeypatch, value):
     monkeypatch.setenv(MEMCHECK_ENV, value)
     with pytest.raises(ValueError, match=rf"\$CPU_MEMCHECK='{value}' is not a boolean"):
         CRenderer().render(shifted_copy(0))
+
+
+def test_a_launch_cut_short_by_its_fault_decides_nothing_about_the_pool(dev):
+    """A faulting run returns early: it must not be taken as a short launch that keeps its shape off the pool."""
+    kernel = shifted_copy(1)
+    prg = dev.runtime(kernel.name, dev.compiler.compile_cached(dev.renderer.render(kernel)))
+    x, _, _, out = buffers(4 * GROUP)
+    bound = prg.bind(x.opaque, out.opaque, global_size=kernel.global_size, local_size=kernel.local_size)
+    if not bound.undecided:
+        pytest.skip("this device's pool has one thread: no pool decision to make")
+    with pytest.raises(OutOfBoundsError):
+        bound()
+    assert bound.undecided and bound._seconds == {False: deque(maxlen=WINDOW), True: deque(maxlen=WINDOW)}

@@ -42,7 +42,7 @@ def add_verdict_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--min-effect",
-        type=parse_fraction_option,
+        type=parse_min_effect_option,
         default=DEFAULT_MIN_EFFECT,
         metavar="E",
         help=f"A/B mode's smallest change worth a verdict (default {DEFAULT_MIN_EFFECT * 100:g}%%)",
@@ -118,6 +118,14 @@ def finish(result: ComparisonResult, written: Sequence[Path], *, no_fail: bool) 
     print(render_text(result))
     print("reports: " + ", ".join(str(path) for path in written))
     return 1 if result.failed and not no_fail else 0
+
+
+def parse_min_effect_option(text: str) -> float:
+    """argparse ``type`` for --min-effect: a fraction below 1 ('3%' or 0.03), refused before anything runs."""
+    value = parse_fraction_option(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"must be a fraction below 1 (e.g. 0.03 or 3%), got {text!r}")
+    return value
 
 
 def parse_fraction_option(text: str) -> float:

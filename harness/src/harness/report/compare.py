@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from harness.bench_schema import ENTRY, HIGHER_IS_BETTER_KEY, LIMIT, MODE_AB, PEER, THRESHOLD_KEY
+from harness.bench_schema import ENTRY, HIGHER_IS_BETTER_KEY, LIMIT, MODE_AB, PEER, THRESHOLD_KEY, finite_float
 from harness.report.drift import Drift, find_drift
 from harness.report.errors import ReportInputError
 from harness.report.groups import XLimit, group_limits, role, x_limits
@@ -55,7 +55,8 @@ __all__ = ["DEFAULT_MIN_EFFECT", "NO_BASELINE_NOTE", "OTHERS_CPUS_LIMIT", "SECTI
            "ComparisonResult", "Section", "compare"]
 
 # The note every report carries when there is no baseline (``compare(current, None)``); the bench command prints it too.
-NO_BASELINE_NOTE = "no baseline for machine {machine}: this run can become the baseline with `nox -s bench -- --save-baseline`"
+NO_BASELINE_NOTE = ("no baseline for machine {machine}: this run can become the baseline without a rerun: "
+                    "`nox -s bench -- --promote reports/runs/<this run's file>.json` (or rerun with --save-baseline)")
 # The note instead of NO_BASELINE_NOTE when the caller saves this run as the baseline (``compare(saved_baseline=...)``).
 SAVED_BASELINE_NOTE = "this run was saved as the baseline of machine {machine}: {path}"
 DEFAULT_MIN_EFFECT = 0.03
@@ -329,14 +330,19 @@ def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Setting
         return BenchmarkComparison(name, Verdict.UNCHANGED, kind, threshold, now, before, note=note)
     verdict: Paired = judge(d, alpha=settings.alpha, confidence=settings.confidence, min_effect=settings.min_effect,
                             p_value=adjusted_p)
-    processes = _process_ratios(d, now.options, before.options)
+    try:
+        layout = _layout(d.size, now.options, before.options)
+        shared = _cpus_shared(now, before)
+    except ValueError as exc:
+        note = f"the runner's options are unusable ({exc}): no verdict"
+        return BenchmarkComparison(name, Verdict.UNCHANGED, kind, threshold, now, before, note=note)
+    processes = process_ratios(d, sum(count for count, _ in layout), layout) if layout else None
     said = _ab_note(verdict, kind, settings, bool(cur.harness.get("planted")))
-    shared = _cpus_shared(now, before)
     if shared:
         said, verdict = shared, replace(verdict, verdict=Verdict.UNJUDGED)
-    elif processes and verdict.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):
+    elif processes and layout and verdict.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):
         why = process_pairs_disagree(processes, verdict.verdict is Verdict.REGRESSED, settings.min_effect,
-                                     _rounds_each(now.options, d.size // len(processes)))
+                                     min(each for _, each in layout))
         if why:
             said = f"{verdict.verdict.value} in the pooled rounds, but {why}: process state, not the code"
             verdict = replace(verdict, verdict=Verdict.UNCHANGED)
@@ -354,42 +360,54 @@ def _cpus_shared(now: BenchmarkRecord, before: BenchmarkRecord) -> str | None:
     for a CPU; where the other threads land beside the other programs decides the round, and a worker keeps its
     placement for the whole benchmark (measured with a CPU hog on one of two CPUs: the same two-thread kernel took
     12 ms in some workers and 24 ms in others, so a self-A/B run read x0.53 and x0.78 with no change at all)."""
-    threads = max(_number(r.options.get("threads"), 1) for r in (now, before))
-    others = max(_number(r.options.get("others_cpus"), 0) for r in (now, before))
+    threads = max(_number(r.options, "threads", 1) for r in (now, before))
+    others = max(_number(r.options, "others_cpus", 0) for r in (now, before))
     if threads < 2 or others < OTHERS_CPUS_LIMIT:
         return None
     return (f"not judged: it runs {threads:g} threads, and other programs took {others:.2f} CPU of the CPUs it was "
             "timed on, so where its threads landed beside them decided its time")
 
 
-def _number(value: Any, default: float) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    return float(value) if ok else default
+def _number(options: Mapping[str, Any], key: str, default: float) -> float:
+    """``options[key]`` as a finite float >= 0, ``default`` when absent; raises ValueError for anything else."""
+    value = options.get(key)
+    if value is None:
+        return default
+    number = finite_float(value)
+    if number is None or number < 0:
+        shown = repr(value)
+        raise ValueError(f"options.{key} must be a number >= 0, got {shown if len(shown) <= 40 else shown[:37] + '...'}")
+    return number
 
 
-def _process_ratios(d: np.ndarray, options: Mapping[str, Any], options_before: Mapping[str, Any]) -> tuple[float, ...] | None:
-    """The median ratio of each process pair (options ``process_pairs`` and, when the benchmark was timed on more
-    process pairs later, ``pair_blocks``: [[pairs, rounds each], ...], ``harness.paired.runfile.benchmark_record``);
-    None for one pair, a layout the two sides do not share, or one that does not cover the rounds (not the runner's)."""
+def _whole(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def _layout(size: int, options: Mapping[str, Any], options_before: Mapping[str, Any]) -> list[tuple[int, int]] | None:
+    """The process-pair layout of ``size`` pooled pairs of rounds: [(process pairs, rounds each), ...] from options
+    ``process_pairs`` and, when the benchmark was timed on more process pairs later, ``pair_blocks`` ([[pairs, rounds
+    each], ...], ``harness.paired.runfile.benchmark_record``); None for one process pair (or a file without them).
+    Raises ValueError for a layout the two sides do not share, malformed fields, or one that does not cover the
+    rounds: the check that the process pairs carry a change cannot be made, so there is no verdict."""
     pairs, blocks = options.get("process_pairs"), options.get("pair_blocks")
     if (pairs, blocks) != (options_before.get("process_pairs"), options_before.get("pair_blocks")):
+        raise ValueError("the two sides' process_pairs/pair_blocks differ")
+    if pairs is None and blocks is None:
         return None
-    if not isinstance(pairs, int) or isinstance(pairs, bool) or not 1 < pairs <= d.size:
-        return None
+    pairs = _whole(pairs, "options.process_pairs")
     if blocks is None:
-        return process_ratios(d, pairs) if d.size % pairs == 0 else None
-    try:
-        layout = [(int(count), int(each)) for count, each in blocks]
-        ratios = process_ratios(d, pairs, layout)
-    except (TypeError, ValueError):
-        return None
-    return ratios if len(ratios) == pairs else None
-
-
-def _rounds_each(options: Mapping[str, Any], even: int) -> int:
-    """The fewest rounds of any process pair: ``pair_blocks``' smallest, else ``even`` (rounds / pairs)."""
-    blocks = options.get("pair_blocks")
-    return min(int(each) for _, each in blocks) if blocks else even
+        if size % pairs:
+            raise ValueError(f"{size} pairs of rounds do not split over {pairs} process pairs")
+        return [(pairs, size // pairs)] if pairs > 1 else None
+    if not isinstance(blocks, list) or not all(isinstance(b, list) and len(b) == 2 for b in blocks):
+        raise ValueError(f"options.pair_blocks must be [[pairs, rounds each], ...], got {blocks!r}")
+    layout = [(_whole(c, "options.pair_blocks counts"), _whole(e, "options.pair_blocks rounds")) for c, e in blocks]
+    if sum(c for c, _ in layout) != pairs or sum(c * e for c, e in layout) != size:
+        raise ValueError(f"options.pair_blocks {blocks!r} do not cover {pairs} process pairs and {size} pairs of rounds")
+    return layout
 
 
 def _ab_note(verdict: Paired, kind: str, settings: _Settings, planted: bool) -> str | None:

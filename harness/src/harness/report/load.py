@@ -150,6 +150,7 @@ def parse_run(doc: Mapping[str, Any], source: str) -> BenchmarkRun:
     harness = doc.get(RUN_KEY) or {}
     if not isinstance(harness, Mapping):
         raise ReportInputError(f"{source}: '{RUN_KEY}' must be an object, got {type(harness).__name__}")
+    _check_harness(harness, source)
     return BenchmarkRun(
         source=source,
         machine_info=doc["machine_info"],
@@ -159,6 +160,21 @@ def parse_run(doc: Mapping[str, Any], source: str) -> BenchmarkRun:
         benchmarks=benchmarks,
         harness=harness,
     )
+
+
+def _check_harness(harness: Mapping[str, Any], source: str) -> None:
+    """Raise ReportInputError for RUN_KEY fields of the wrong type (``harness.bench_schema``): a string ``pairing``
+    and ``mode``, a list of strings ``warnings``, a number ``planted``."""
+    for key in ("pairing", "mode"):
+        if harness.get(key) is not None and not isinstance(harness[key], str):
+            raise ReportInputError(f"{source}: {RUN_KEY}.{key} must be a string, got {harness[key]!r}")
+    warnings = harness.get("warnings")
+    if warnings is not None and not (isinstance(warnings, list) and all(isinstance(w, str) for w in warnings)):
+        raise ReportInputError(f"{source}: {RUN_KEY}.warnings must be a list of strings, got {warnings!r}")
+    planted = harness.get("planted")
+    if planted is not None and finite_float(planted) is None:
+        raise ReportInputError(f"{source}: {RUN_KEY}.planted must be a number (the --plant-slowdown factor), got "
+                               f"{planted!r}")
 
 
 def _major(version: str, source: str) -> int:

@@ -136,11 +136,11 @@ class Launch:
         else:
             self.fn(self.block)
         elapsed = perf_counter() - start
+        for fault in self.faults:  # chunks in group order: the first fault of the lowest groups is reported
+            if fault[0]:  # a run cut short by its fault teaches nothing about how long the launch takes
+                raise fault_error(self.name, list(fault))
         if self.pool is not None:
             self._learn(pooled, elapsed)
-        for fault in self.faults:  # chunks in group order: the first fault of the lowest groups is reported
-            if fault[0]:
-                raise fault_error(self.name, list(fault))
         return elapsed if wait else None
 
     def _pooled_next(self) -> bool:
