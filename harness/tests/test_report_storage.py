@@ -75,6 +75,14 @@ def test_promoting_a_file_that_is_no_run_changes_nothing(store, tmp_path):
     assert not store.baselines.exists()
 
 
+def test_promoting_one_side_of_an_a_b_run_is_refused(store, tmp_path):
+    side = doc()
+    side["harness"] = {"mode": "ab", "side": "B", "pairing": "p1", "planted": 1.5}
+    with pytest.raises(ReportInputError, match="is one side of an A/B run"):
+        store.promote(synth.write(tmp_path / "B.json", side))
+    assert not store.baselines.exists()
+
+
 def test_history_skips_unusable_and_foreign_files_with_a_warning_each(store):
     synth.write(store.runs / "20250101T000000Z.json", doc(when="2025-01-01T00:00:00+00:00"))
     synth.write(store.runs / "20250102T000000Z.json", doc(node="elsewhere"))

@@ -25,7 +25,7 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness.bench_schema import RUN_KEY
+from harness.bench_schema import MODE_AB, RUN_KEY
 from harness.report.errors import ReportInputError
 from harness.report.history import load_history
 from harness.report.load import BenchmarkRun, parse_run, read_json
@@ -140,8 +140,12 @@ class RunStore:
     def promote(self, run_file: Path, accept_drift: bool = False) -> tuple[Path, BenchmarkRun, BenchmarkRun | None]:
         """Make a saved run file the baseline of the machine it ran on, without running anything: (baseline path, the
         run, the baseline it replaced or None). With ``accept_drift`` the drift check starts at this run, else it
-        starts where the replaced baseline said. Raises ReportInputError for an unusable run file."""
+        starts where the replaced baseline said. Raises ReportInputError for an unusable run file, and for one side of
+        an A/B run (its rounds were timed in alternation with another tree, a planted slowdown's stretched)."""
         run = parse_run(read_json(run_file, "promoted run"), str(run_file))
+        if run.harness.get("mode") == MODE_AB:
+            raise ReportInputError(f"{run_file} is one side of an A/B run (--against), not a stored-mode run: promote "
+                                   "a file of reports/runs/ (written by a plain `nox -s bench`)")
         try:
             previous = self.load_baseline(run)
         except ReportInputError:  # an unusable baseline is exactly what a promotion may be replacing
