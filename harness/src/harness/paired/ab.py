@@ -143,9 +143,9 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
 
 def _still_undecided(blocks: Sequence[_Block], undecided: Undecided) -> bool:
     """``undecided`` asked of every block's rounds pooled, their process pairs side by side."""
-    d = np.concatenate([block.log_ratios() for block in blocks])
-    processes = [r for block in blocks for r in process_ratios(block.log_ratios(), block.pairs)]
-    return undecided.of(d, processes, min(len(block.log_ratios()) // block.pairs for block in blocks))
+    logs = [block.log_ratios() for block in blocks]
+    processes = [r for block, d in zip(blocks, logs) for r in process_ratios(d, block.pairs)]
+    return undecided.of(np.concatenate(logs), processes, min(d.size // b.pairs for b, d in zip(blocks, logs)))
 
 
 def _sides_of(pairs: int, index: int) -> list[int]:
@@ -223,8 +223,9 @@ def _record(nodeid: str, blocks: Sequence[_Block], side: int, clock: str, cpus: 
     rounds = first.outcome.rounds
     if rounds is None:
         raise ValueError(f"{nodeid} has no rounds to record")
-    times = [t for block in blocks for t in block.side_rounds(side)]
-    layout = [(block.pairs, len(block.side_rounds(side)) // block.pairs) for block in blocks] if len(blocks) > 1 else None
+    rounds_of = [block.side_rounds(side) for block in blocks]
+    times = [t for block_rounds in rounds_of for t in block_rounds]
+    layout = [(b.pairs, len(r) // b.pairs) for b, r in zip(blocks, rounds_of)] if len(blocks) > 1 else None
     return benchmark_record(nodeid, first.outcome.finished[position], times, rounds.iterations[position], rounds,
                             clock=clock, process_pairs=sum(block.pairs for block in blocks), cpus=cpus,
                             pair_blocks=layout)

@@ -332,15 +332,15 @@ def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Setting
                             p_value=adjusted_p)
     try:
         layout = _layout(d.size, now.options, before.options)
+        processes = process_ratios(d, sum(c for c, _ in layout), layout) if layout else None  # ValueError: short blocks
         shared = _cpus_shared(now, before)
     except ValueError as exc:
         note = f"the runner's options are unusable ({exc}): no verdict"
         return BenchmarkComparison(name, Verdict.UNCHANGED, kind, threshold, now, before, note=note)
-    processes = process_ratios(d, sum(count for count, _ in layout), layout) if layout else None
     said = _ab_note(verdict, kind, settings, bool(cur.harness.get("planted")))
     if shared:
         said, verdict = shared, replace(verdict, verdict=Verdict.UNJUDGED)
-    elif processes and layout and verdict.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):
+    elif layout and processes and verdict.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):
         why = process_pairs_disagree(processes, verdict.verdict is Verdict.REGRESSED, settings.min_effect,
                                      min(each for _, each in layout))
         if why:
@@ -390,8 +390,9 @@ def _layout(size: int, options: Mapping[str, Any], options_before: Mapping[str, 
     """The process-pair layout of ``size`` pooled pairs of rounds: [(process pairs, rounds each), ...] from options
     ``process_pairs`` and, when the benchmark was timed on more process pairs later, ``pair_blocks`` ([[pairs, rounds
     each], ...], ``harness.paired.runfile.benchmark_record``); None for one process pair (or a file without them).
-    Raises ValueError for a layout the two sides do not share, malformed fields, or one that does not cover the
-    rounds: the check that the process pairs carry a change cannot be made, so there is no verdict."""
+    Raises ValueError for a layout the two sides do not share or malformed fields (``process_ratios`` raises it for
+    one that does not cover the rounds): the check that the process pairs carry a change cannot be made, so there is
+    no verdict."""
     pairs, blocks = options.get("process_pairs"), options.get("pair_blocks")
     if (pairs, blocks) != (options_before.get("process_pairs"), options_before.get("pair_blocks")):
         raise ValueError("the two sides' process_pairs/pair_blocks differ")
@@ -405,8 +406,8 @@ def _layout(size: int, options: Mapping[str, Any], options_before: Mapping[str, 
     if not isinstance(blocks, list) or not all(isinstance(b, list) and len(b) == 2 for b in blocks):
         raise ValueError(f"options.pair_blocks must be [[pairs, rounds each], ...], got {blocks!r}")
     layout = [(_whole(c, "options.pair_blocks counts"), _whole(e, "options.pair_blocks rounds")) for c, e in blocks]
-    if sum(c for c, _ in layout) != pairs or sum(c * e for c, e in layout) != size:
-        raise ValueError(f"options.pair_blocks {blocks!r} do not cover {pairs} process pairs and {size} pairs of rounds")
+    if sum(c for c, _ in layout) != pairs:
+        raise ValueError(f"options.pair_blocks {blocks!r} do not add up to {pairs} process pairs")
     return layout
 
 
