@@ -307,6 +307,18 @@ def test_promote_makes_a_saved_run_the_baseline_without_running(root, capsys):
     assert baseline.read_bytes() == run_file.read_bytes()  # nothing replaced
 
 
+def test_promote_of_a_selected_run_needs_save_partial_baseline(root, capsys):
+    write_suite(root)
+    assert run_bench(root, "-k", "entry") == 0
+    [run_file] = (root / "out" / "runs").glob("*.json")
+    promote = ["--promote", str(run_file), "--baseline-dir", str(root / "base")]
+    assert bench.main(promote) == 2
+    assert "ran a selection (-k entry)" in capsys.readouterr().err and not (root / "base").exists()
+    assert bench.main([*promote, "--save-partial-baseline"]) == 0
+    [baseline] = (root / "base").glob("*.json")
+    assert baseline.read_bytes() == run_file.read_bytes()
+
+
 def test_corrupt_or_foreign_history_is_skipped_with_a_warning(root, capsys):
     write_suite(root)
     assert run_bench(root) == 0

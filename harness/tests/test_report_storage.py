@@ -83,6 +83,26 @@ def test_promoting_one_side_of_an_a_b_run_is_refused(store, tmp_path):
     assert not store.baselines.exists()
 
 
+def test_promoting_a_partial_run_needs_save_partial_baseline(store, tmp_path):
+    partial = doc()
+    partial["harness"] = {"mode": "stored", "selection": ["-k", "launch"]}
+    run_file = synth.write(tmp_path / "partial.json", partial)
+    with pytest.raises(ReportInputError, match=r"ran a selection \(-k launch\).*--save-partial-baseline"):
+        store.promote(run_file)
+    assert not store.baselines.exists()
+    path, promoted, _ = store.promote(run_file, partial=True)
+    assert path.read_bytes() == run_file.read_bytes() and promoted.harness["selection"] == ["-k", "launch"]
+
+
+def test_a_full_stored_run_promotes_and_a_selection_of_the_wrong_type_is_an_input_error(store, tmp_path):
+    full = doc()
+    full["harness"] = {"mode": "stored", "selection": []}
+    assert store.promote(synth.write(tmp_path / "full.json", full))[0].is_file()
+    full["harness"]["selection"] = "-k launch"
+    with pytest.raises(ReportInputError, match="harness.selection must be a list of strings, got '-k launch'"):
+        store.promote(synth.write(tmp_path / "odd.json", full))
+
+
 def test_history_skips_unusable_and_foreign_files_with_a_warning_each(store):
     synth.write(store.runs / "20250101T000000Z.json", doc(when="2025-01-01T00:00:00+00:00"))
     synth.write(store.runs / "20250102T000000Z.json", doc(node="elsewhere"))

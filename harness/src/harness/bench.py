@@ -1,13 +1,14 @@
 """``python -m harness bench``: run the benchmark suites and judge them, in one of two modes (what ``nox -s bench`` runs).
 
 **Stored-baseline mode** (the default): the working tree's benchmarks run in two long-lived pytest workers
-(``harness.paired.stored``): each entry is timed in alternating rounds beside its group's practical limit, so its
-"x limit" is a same-moment ratio. The run is saved as ``<out>/runs/<UTC timestamp>.json`` (pytest-benchmark JSON) and
+(``harness.paired.stored``): each entry is timed in alternating rounds beside its group's practical limit, so its "x
+limit" is a same-moment ratio. The run is saved as ``<out>/runs/<UTC timestamp>.json`` (pytest-benchmark JSON) and
 compared with this machine's baseline ``<baseline dir>/<machine_id>.json`` and with the earlier runs of the machine in
 ``<out>/runs`` (trend plots, drift). ``--save-baseline`` also makes the run the baseline (refused, before anything
 runs, when pytest selection arguments make it partial, unless ``--save-partial-baseline``); ``--promote RUN.json``
-makes a saved run the baseline without running anything; with ``--accept-drift`` either one also accepts that run's
-level, so the drift check starts there. Only the newest ``--keep-runs`` runs are kept.
+makes a saved run the baseline without running anything (a partial run only with ``--save-partial-baseline``); with
+``--accept-drift`` either one also accepts that run's level, so the drift check starts there. Only the newest
+``--keep-runs`` runs are kept.
 
 **A/B mode** (``--against [REF]``): the git ref REF (default: the merge base with the main branch, or the stored
 baseline's commit when on it) is checked out beside the working tree, each side with a twin environment
@@ -98,7 +99,8 @@ def build_parser(prog: str = "python -m harness bench") -> ArgumentParser:
     parser.add_argument("--accept-drift", action="store_true",
                         help="with --save-baseline or --promote: accept this run's level, so the drift check starts here")
     parser.add_argument("--save-partial-baseline", action="store_true",
-                        help="store this run as the baseline even when pytest arguments select a subset")
+                        help="store this run as the baseline even when pytest arguments select a subset (with --promote: "
+                        "promote a run that ran a selection)")
     parser.add_argument("--keep-runs", type=_positive_int, default=KEEP_RUNS, metavar="N",
                         help=f"keep the newest N run files in <out>/runs, deleting older ones (default {KEEP_RUNS})")
     parser.add_argument("--baseline-dir", metavar="DIR",
@@ -130,7 +132,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness bench
             if args.against is not None or args.process_pairs is not None or args.plant_slowdown:
                 raise ReportInputError("--promote runs nothing: it takes no --against, --process-pairs or "
                                        "--plant-slowdown")
-            return _promote(store, Path(args.promote), args.accept_drift)
+            return _promote(store, Path(args.promote), args.accept_drift, args.save_partial_baseline)
         if args.accept_drift and not (args.save_baseline or args.save_partial_baseline):
             raise ReportInputError("--accept-drift goes with --save-baseline or --promote: it marks the baseline "
                                    "from which drift is judged")
@@ -197,7 +199,7 @@ def _stored(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -
     with open_workers(specs, [worker_args(_suite(args.suite), pytest_args)] * 2, _env()) as (workers, collected):
         _warn_randomized(workers)
         result = run_stored(workers, collected[0], _progress, entry_budget=budget)
-        document = run_document(collected[0], result.records, {"mode": MODE_STORED})
+        document = run_document(collected[0], result.records, {"mode": MODE_STORED, "selection": pytest_args})
     print(f"harness bench: measured {len(result.records)} benchmarks in {time.perf_counter() - started:.0f} s")
     if not any(role_of(r.get("extra_info") or {}) == ENTRY for r in result.records):
         raise ReportInputError(f"no entry (our code) was timed, only {len(result.records)} limit(s)/peer(s): every "
@@ -297,9 +299,9 @@ class _MorePairs:
         return self._opened[k]
 
 
-def _promote(store: RunStore, run_file: Path, accept_drift: bool) -> int:
+def _promote(store: RunStore, run_file: Path, accept_drift: bool, partial: bool) -> int:
     store.check()
-    path, run, previous = store.promote(run_file, accept_drift=accept_drift)
+    path, run, previous = store.promote(run_file, accept_drift=accept_drift, partial=partial)
     commit = str(run.commit_info.get("id") or "?")[:12]
     verb = "replaced" if previous is not None else "saved"
     print(f"baseline: {verb} {path} with {run_file} (commit {commit}, {run.datetime:%Y-%m-%d %H:%M} UTC, "

@@ -164,13 +164,14 @@ def parse_run(doc: Mapping[str, Any], source: str) -> BenchmarkRun:
 
 def _check_harness(harness: Mapping[str, Any], source: str) -> None:
     """Raise ReportInputError for RUN_KEY fields of the wrong type (``harness.bench_schema``): a string ``pairing``
-    and ``mode``, a list of strings ``warnings``, a number ``planted``."""
+    and ``mode``, a list of strings ``warnings`` and ``selection``, a number ``planted``."""
     for key in ("pairing", "mode"):
         if harness.get(key) is not None and not isinstance(harness[key], str):
             raise ReportInputError(f"{source}: {RUN_KEY}.{key} must be a string, got {harness[key]!r}")
-    warnings = harness.get("warnings")
-    if warnings is not None and not (isinstance(warnings, list) and all(isinstance(w, str) for w in warnings)):
-        raise ReportInputError(f"{source}: {RUN_KEY}.warnings must be a list of strings, got {warnings!r}")
+    for key in ("warnings", "selection"):
+        value = harness.get(key)
+        if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            raise ReportInputError(f"{source}: {RUN_KEY}.{key} must be a list of strings, got {value!r}")
     planted = harness.get("planted")
     if planted is not None and finite_float(planted) is None:
         raise ReportInputError(f"{source}: {RUN_KEY}.planted must be a number (the --plant-slowdown factor), got "

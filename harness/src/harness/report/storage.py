@@ -137,15 +137,22 @@ class RunStore:
                                    f"{self.hint}") from None
         return target
 
-    def promote(self, run_file: Path, accept_drift: bool = False) -> tuple[Path, BenchmarkRun, BenchmarkRun | None]:
+    def promote(self, run_file: Path, accept_drift: bool = False,
+                partial: bool = False) -> tuple[Path, BenchmarkRun, BenchmarkRun | None]:
         """Make a saved run file the baseline of the machine it ran on, without running anything: (baseline path, the
         run, the baseline it replaced or None). With ``accept_drift`` the drift check starts at this run, else it
-        starts where the replaced baseline said. Raises ReportInputError for an unusable run file, and for one side of
-        an A/B run (its rounds were timed in alternation with another tree, a planted slowdown's stretched)."""
+        starts where the replaced baseline said. Raises ReportInputError for an unusable run file, for one side of
+        an A/B run (its rounds were timed in alternation with another tree, a planted slowdown's stretched), and,
+        unless ``partial``, for a run whose pytest arguments selected a subset (RUN_KEY ``selection``): as with
+        ``--save-baseline``, it would replace the full baseline."""
         run = parse_run(read_json(run_file, "promoted run"), str(run_file))
         if run.harness.get("mode") == MODE_AB:
             raise ReportInputError(f"{run_file} is one side of an A/B run (--against), not a stored-mode run: promote "
                                    "a file of reports/runs/ (written by a plain `nox -s bench`)")
+        selection = run.harness.get("selection")
+        if selection and not partial:
+            raise ReportInputError(f"{run_file} ran a selection ({' '.join(selection)}): promoting it would replace the "
+                                   "full baseline; add --save-partial-baseline to do it anyway")
         try:
             previous = self.load_baseline(run)
         except ReportInputError:  # an unusable baseline is exactly what a promotion may be replacing
