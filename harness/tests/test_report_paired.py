@@ -138,9 +138,14 @@ def test_one_process_pair_off_cannot_make_or_hide_a_verdict(biases, change, verd
     ((1.0101, 1.0102, 1.05, 1.06), True, "the median of the process pairs' ratios (x1.030) is within the minimum effect"),
     ((1.323, 1.05, 1.05), True, None),  # one pair far off on the change's own side: every pair carries it
     ((1.009, 1.04, 1.041, 1.05, 1.045, 1.055), True, None),  # one pair a state holds back: the t-test carries it
-    ((1.116, 1.008, 1.104, 1.0, 0.99, 1.06), True, "one process pair reads x0.990, short of a third of the minimum "
-                                                   "effect, and the 6 pairs scatter too widely to carry it (t-test "
-                                                   "across them: p = 0.047)"),
+    # seen in a planted 10% run: one pair of nine in a state that hid the change; one in nine may fall short
+    ((0.567, 1.107, 1.082, 1.072, 1.103, 1.108, 1.096, 1.103, 1.076), True, None),
+    ((0.567, 1.0, 1.082, 1.072, 1.103, 1.108, 1.096, 1.103, 1.076), True,
+     "2 process pairs read as little as x0.567, short of a third of the minimum effect, and the 9 pairs scatter too "
+     "widely to carry it (t-test across them: p = 0.47)"),
+    ((1.116, 1.008, 1.104, 1.0, 0.99, 1.06), True, "3 process pairs read as little as x0.990, short of a third of "
+                                                   "the minimum effect, and the 6 pairs scatter too widely to carry "
+                                                   "it (t-test across them: p = 0.047)"),
 ])
 def test_a_change_must_show_across_the_process_pairs(processes, slower, why):
     assert process_pairs_disagree(processes, slower, 0.03) == why
@@ -157,7 +162,7 @@ def test_strict_asks_for_both_rules_before_three_pairs_settle_it():
     assert process_pairs_disagree((1.009, 1.04, 1.041), True, 0.03, strict=True).startswith("one process pair")
 
 
-@pytest.mark.parametrize(("pairs", "strict", "most"), [(3, False, 0.14), (6, False, 0.025), (3, True, 0.02)])
+@pytest.mark.parametrize(("pairs", "strict", "most"), [(3, False, 0.14), (6, False, 0.025), (9, False, 0.025), (3, True, 0.02)])
 def test_states_that_scatter_the_process_pairs_seldom_carry_a_change_that_is_not_there(pairs, strict, most):
     # no change, each process pair off by a state of 6% (the CLOUD launches' scatter): how often the pairs carry one
     rng = np.random.default_rng(5)
