@@ -310,13 +310,31 @@ def test_promote_makes_a_saved_run_the_baseline_without_running(root, capsys):
 def test_promote_of_a_selected_run_needs_save_partial_baseline(root, capsys):
     write_suite(root)
     assert run_bench(root, "-k", "entry") == 0
+    assert "--promote reports/runs/<this run's file>.json --save-partial-baseline`" in capsys.readouterr().out
     [run_file] = (root / "out" / "runs").glob("*.json")
     promote = ["--promote", str(run_file), "--baseline-dir", str(root / "base")]
     assert bench.main(promote) == 2
-    assert "ran a selection (-k entry)" in capsys.readouterr().err and not (root / "base").exists()
+    assert "ran with pytest arguments (-k entry)" in capsys.readouterr().err and not (root / "base").exists()
     assert bench.main([*promote, "--save-partial-baseline"]) == 0
     [baseline] = (root / "base").glob("*.json")
     assert baseline.read_bytes() == run_file.read_bytes()
+
+
+@pytest.mark.parametrize(("extra", "why"), [
+    (["-k", "entry"], "it takes no pytest arguments or --save-baseline (got -k entry)"),
+    (["--save-baseline"], "(got --save-baseline)"),
+])
+def test_promote_takes_no_selection_or_save_baseline(root, capsys, extra, why):
+    (root / "run.json").write_text("{}")
+    assert bench.main(["--promote", str(root / "run.json"), *extra, "--baseline-dir", str(root / "base")]) == 2
+    assert why in capsys.readouterr().err and not (root / "base").exists()
+
+
+def test_promote_of_an_empty_path_is_refused_before_anything_runs(root, capsys):
+    write_suite(root)
+    assert run_bench(root, "--promote", "") == 2
+    assert "--promote needs the path of a saved run" in capsys.readouterr().err
+    assert not (root / "out" / "runs").exists()
 
 
 def test_corrupt_or_foreign_history_is_skipped_with_a_warning(root, capsys):

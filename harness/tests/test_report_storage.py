@@ -87,11 +87,39 @@ def test_promoting_a_partial_run_needs_save_partial_baseline(store, tmp_path):
     partial = doc()
     partial["harness"] = {"mode": "stored", "selection": ["-k", "launch"]}
     run_file = synth.write(tmp_path / "partial.json", partial)
-    with pytest.raises(ReportInputError, match=r"ran a selection \(-k launch\).*--save-partial-baseline"):
+    with pytest.raises(ReportInputError, match=r"pytest arguments \(-k launch\), so it may cover only part.*partial"):
         store.promote(run_file)
     assert not store.baselines.exists()
     path, promoted, _ = store.promote(run_file, partial=True)
     assert path.read_bytes() == run_file.read_bytes() and promoted.harness["selection"] == ["-k", "launch"]
+
+
+def test_promoting_a_run_that_lacks_benchmarks_of_the_baseline_needs_save_partial_baseline(store, tmp_path):
+    full = synth.run([synth.benchmark("t::x", np.full(5, 1e-3)), synth.benchmark("t::y", np.full(5, 2e-3))])
+    store.promote(synth.write(tmp_path / "full.json", full))
+    subset = synth.write(tmp_path / "subset.json", doc())  # chosen where the file cannot tell (PYTEST_ADDOPTS)
+    before = store.baseline_path(parse_run(full, "full")).read_bytes()
+    with pytest.raises(ReportInputError, match=r"lacks 1 benchmark\(s\) of the baseline it would replace \(e.g. t::y\)"):
+        store.promote(subset)
+    assert store.baseline_path(parse_run(full, "full")).read_bytes() == before
+    assert store.promote(subset, partial=True)[0].read_bytes() == subset.read_bytes()
+
+
+@pytest.mark.parametrize("harness", [[], "", 0, False, None])
+def test_a_run_key_that_is_no_object_is_an_input_error(store, tmp_path, harness):
+    odd = doc()
+    odd["harness"] = harness
+    with pytest.raises(ReportInputError, match="'harness' must be an object, got"):
+        store.promote(synth.write(tmp_path / "odd.json", odd))
+    assert not store.baselines.exists()
+
+
+def test_a_long_selection_is_cut_short_in_the_message(store, tmp_path):
+    partial = doc()
+    partial["harness"] = {"selection": ["-k", "x"] * 50000}
+    with pytest.raises(ReportInputError) as raised:
+        store.promote(synth.write(tmp_path / "long.json", partial))
+    assert len(str(raised.value)) < 500 and "(-k x -k x" in str(raised.value)
 
 
 def test_a_full_stored_run_promotes_and_a_selection_of_the_wrong_type_is_an_input_error(store, tmp_path):

@@ -128,10 +128,15 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness bench
     try:
         _check_backends(args.select_backends)
         store = _store(args)
-        if args.promote:
+        if args.promote is not None:
             if args.against is not None or args.process_pairs is not None or args.plant_slowdown:
                 raise ReportInputError("--promote runs nothing: it takes no --against, --process-pairs or "
                                        "--plant-slowdown")
+            if pytest_args or args.save_baseline:
+                raise ReportInputError("--promote runs nothing and promotes the whole file: it takes no pytest "
+                                       f"arguments or --save-baseline (got {' '.join(pytest_args) or '--save-baseline'})")
+            if not args.promote.strip():
+                raise ReportInputError("--promote needs the path of a saved run, e.g. reports/runs/<file>.json")
             return _promote(store, Path(args.promote), args.accept_drift, args.save_partial_baseline)
         if args.accept_drift and not (args.save_baseline or args.save_partial_baseline):
             raise ReportInputError("--accept-drift goes with --save-baseline or --promote: it marks the baseline "

@@ -24,8 +24,8 @@ PAIRED_LIMIT_KEY          ``paired_limit``: on an entry timed next to its group'
 
 Run-level keys: ``machine_info[THREADS_KEY]`` records the BLAS/OpenMP thread variables (SINGLE_THREAD_ENV) of the
 benchmark process; the top-level RUN_KEY object of a run written by the paired runner holds ``mode`` (MODE_STORED or
-MODE_AB), in stored mode ``selection`` (the pytest arguments that chose a subset, [] for all: ``--promote`` refuses a
-partial run without ``--save-partial-baseline``), and in A/B mode ``side`` ("A" = the git ref, "B" = the working
+MODE_AB), in stored mode ``selection`` (the run's pytest arguments, [] for none: ``--promote`` refuses a run with some
+without ``--save-partial-baseline``), and in A/B mode ``side`` ("A" = the git ref, "B" = the working
 tree), ``pairing`` (an id shared by the two files of one A/B run, whose rounds pair up by index), ``ref`` and
 ``planted`` (``--plant-slowdown``'s factor or null).
 """

@@ -56,7 +56,10 @@ __all__ = ["DEFAULT_MIN_EFFECT", "NO_BASELINE_NOTE", "OTHERS_CPUS_LIMIT", "SECTI
 
 # The note every report carries when there is no baseline (``compare(current, None)``); the bench command prints it too.
 NO_BASELINE_NOTE = ("no baseline for machine {machine}: this run can become the baseline without a rerun: "
-                    "`nox -s bench -- --promote reports/runs/<this run's file>.json` (or rerun with --save-baseline)")
+                    "`nox -s bench -- --promote reports/runs/<this run's file>.json{partial}` (or rerun with "
+                    "--save-baseline)")
+# NO_BASELINE_NOTE's ``partial`` for a run with pytest arguments (RUN_KEY ``selection``): --promote asks for it
+PARTIAL_PROMOTE = " --save-partial-baseline"
 # The note instead of NO_BASELINE_NOTE when the caller saves this run as the baseline (``compare(saved_baseline=...)``).
 SAVED_BASELINE_NOTE = "this run was saved as the baseline of machine {machine}: {path}"
 DEFAULT_MIN_EFFECT = 0.03
@@ -583,7 +586,8 @@ def _notes(cur: BenchmarkRun, base: BenchmarkRun | None, saved_baseline: str | N
     if saved_baseline is not None:
         notes.append(SAVED_BASELINE_NOTE.format(machine=machine, path=saved_baseline))
     elif base is None:
-        notes.append(NO_BASELINE_NOTE.format(machine=machine))
+        partial = PARTIAL_PROMOTE if cur.harness.get("selection") else ""
+        notes.append(NO_BASELINE_NOTE.format(machine=machine, partial=partial))
     planted = cur.harness.get("planted")
     if planted:
         notes.append(f"planted slowdown: every round of the working tree was stretched x{planted} (--plant-slowdown), "

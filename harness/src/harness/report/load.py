@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -147,8 +148,8 @@ def parse_run(doc: Mapping[str, Any], source: str) -> BenchmarkRun:
         if record.fullname in benchmarks:
             raise ReportInputError(f"{source}: benchmark {record.fullname!r} appears twice; fullnames must be unique")
         benchmarks[record.fullname] = record
-    harness = doc.get(RUN_KEY) or {}
-    if not isinstance(harness, Mapping):
+    harness = doc.get(RUN_KEY, {})
+    if not isinstance(harness, Mapping):  # an empty list or string too: the writer always gives an object
         raise ReportInputError(f"{source}: '{RUN_KEY}' must be an object, got {type(harness).__name__}")
     _check_harness(harness, source)
     return BenchmarkRun(
@@ -171,7 +172,7 @@ def _check_harness(harness: Mapping[str, Any], source: str) -> None:
     for key in ("warnings", "selection"):
         value = harness.get(key)
         if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
-            raise ReportInputError(f"{source}: {RUN_KEY}.{key} must be a list of strings, got {value!r}")
+            raise ReportInputError(f"{source}: {RUN_KEY}.{key} must be a list of strings, got {reprlib.repr(value)}")
     planted = harness.get("planted")
     if planted is not None and finite_float(planted) is None:
         raise ReportInputError(f"{source}: {RUN_KEY}.planted must be a number (the --plant-slowdown factor), got "

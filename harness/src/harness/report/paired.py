@@ -205,8 +205,8 @@ def process_pairs_disagree(processes: Sequence[float], slower: bool, min_effect:
         return scatter
     worst = processes[int(np.argmin(logs))]
     count = int(np.count_nonzero(short_of))
-    short = (f"one process pair reads x{worst:.3f}" if count == 1 else
-             f"{count} process pairs read as little as x{worst:.3f}") + ", short of a third of the minimum effect"
+    short = (f"one process pair reads x{worst:.3f}, short of a third of the minimum effect" if count == 1 else
+             f"{count} process pairs read short of a third of the minimum effect (the farthest x{worst:.3f})")
     return f"{short}, and {scatter}" if math.isfinite(p) else short
 
 

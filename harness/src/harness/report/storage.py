@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import tempfile
 from datetime import datetime, timezone
@@ -143,20 +144,19 @@ class RunStore:
         run, the baseline it replaced or None). With ``accept_drift`` the drift check starts at this run, else it
         starts where the replaced baseline said. Raises ReportInputError for an unusable run file, for one side of
         an A/B run (its rounds were timed in alternation with another tree, a planted slowdown's stretched), and,
-        unless ``partial``, for a run whose pytest arguments selected a subset (RUN_KEY ``selection``): as with
-        ``--save-baseline``, it would replace the full baseline."""
+        unless ``partial``, for a run that may cover only part of the suite: one run with pytest arguments (RUN_KEY
+        ``selection``, as ``--save-baseline`` refuses them), or one that lacks benchmarks of the baseline it would
+        replace (a subset chosen where the run file cannot tell, e.g. PYTEST_ADDOPTS)."""
         run = parse_run(read_json(run_file, "promoted run"), str(run_file))
         if run.harness.get("mode") == MODE_AB:
             raise ReportInputError(f"{run_file} is one side of an A/B run (--against), not a stored-mode run: promote "
                                    "a file of reports/runs/ (written by a plain `nox -s bench`)")
-        selection = run.harness.get("selection")
-        if selection and not partial:
-            raise ReportInputError(f"{run_file} ran a selection ({' '.join(selection)}): promoting it would replace the "
-                                   "full baseline; add --save-partial-baseline to do it anyway")
         try:
             previous = self.load_baseline(run)
         except ReportInputError:  # an unusable baseline is exactly what a promotion may be replacing
             previous = None
+        if not partial:
+            _check_whole(run_file, run, previous)
         since = run.datetime.isoformat() if accept_drift else drift_since(previous)
         return self.save_baseline(run_file, run, since), run, previous
 
@@ -164,6 +164,25 @@ class RunStore:
         """(the other runs of ``current``'s machine in the runs directory, oldest first; warnings naming the files
         that were skipped as unusable or foreign)."""
         return load_history(self.runs, exclude=exclude, machine=current)
+
+
+_SHOWN_CHARS = 200  # of a run's pytest arguments in a message
+
+
+def _check_whole(run_file: Path, run: BenchmarkRun, previous: BenchmarkRun | None) -> None:
+    """Raise ReportInputError when ``run`` may cover only part of the suite (``RunStore.promote``)."""
+    selection = run.harness.get("selection")
+    if selection:
+        text = shlex.join(selection)
+        shown = text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS - 3] + "..."
+        raise ReportInputError(f"{run_file} ran with pytest arguments ({shown}), so it may cover only part of the "
+                               "suite, and it would become the machine's baseline; add --save-partial-baseline to "
+                               "promote it anyway")
+    lacking = sorted(set(previous.benchmarks) - set(run.benchmarks)) if previous is not None else []
+    if lacking:
+        raise ReportInputError(f"{run_file} lacks {len(lacking)} benchmark(s) of the baseline it would replace (e.g. "
+                               f"{lacking[0]}): the baseline would become partial; add --save-partial-baseline to "
+                               "promote it anyway")
 
 
 def drift_since(baseline: BenchmarkRun | None) -> str | None:
