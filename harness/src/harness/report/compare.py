@@ -56,8 +56,7 @@ __all__ = ["DEFAULT_MIN_EFFECT", "NO_BASELINE_NOTE", "OTHERS_CPUS_LIMIT", "SECTI
 
 # The note every report carries when there is no baseline (``compare(current, None)``); the bench command prints it too.
 NO_BASELINE_NOTE = ("no baseline for machine {machine}: this run can become the baseline without a rerun: "
-                    "`nox -s bench -- --promote reports/runs/<this run's file>.json{partial}` (or rerun with "
-                    "--save-baseline)")
+                    "`nox -s bench -- --promote {run}{partial}` (or rerun with --save-baseline)")
 # NO_BASELINE_NOTE's ``partial`` for a run with pytest arguments (RUN_KEY ``selection``): --promote asks for it
 PARTIAL_PROMOTE = " --save-partial-baseline"
 # The note instead of NO_BASELINE_NOTE when the caller saves this run as the baseline (``compare(saved_baseline=...)``).
@@ -587,7 +586,8 @@ def _notes(cur: BenchmarkRun, base: BenchmarkRun | None, saved_baseline: str | N
         notes.append(SAVED_BASELINE_NOTE.format(machine=machine, path=saved_baseline))
     elif base is None:
         partial = PARTIAL_PROMOTE if cur.harness.get("selection") else ""
-        notes.append(NO_BASELINE_NOTE.format(machine=machine, partial=partial))
+        run = cur.source if cur.source.endswith(".json") else "reports/runs/<this run's file>.json"
+        notes.append(NO_BASELINE_NOTE.format(machine=machine, run=run, partial=partial))
     planted = cur.harness.get("planted")
     if planted:
         notes.append(f"planted slowdown: every round of the working tree was stretched x{planted} (--plant-slowdown), "

@@ -247,7 +247,9 @@ def figures_last_column(result: ComparisonResult) -> str:
 def figures_legend(result: ComparisonResult) -> str:
     """The sentence under the 'Figures by group' heading (the x limit legend in stored mode)."""
     if result.mode == MODE_AB:
-        return "Each benchmark's figures on B (the working tree) and A (the ref); A/B runs have no x limit"
+        return ("Each benchmark's figures on B (the working tree) and A (the ref), as the first process pair recorded "
+                "them (a verdict's ratio pools every pair's rounds, so the two can differ by a percent or so); A/B "
+                "runs have no x limit")
     return X_LIMIT_LEGEND
 
 

@@ -42,8 +42,12 @@ def _group_figures(result: ComparisonResult) -> list[str]:
         return []
     name_width = max(len(name) for _, name, _, _ in rows)
     figure_width = max(len(figure) for _, _, figure, _ in rows)
-    legend = " (x limit = entry time / its limit's time, rounds side by side; * = limit timed apart)" \
-        if result.has_limits and result.mode != "ab" else ""
+    if result.mode == "ab":
+        legend = " (B, and A in brackets, as the first process pair recorded them; verdicts pool every pair)"
+    elif result.has_limits:
+        legend = " (x limit = entry time / its limit's time, rounds side by side; * = limit timed apart)"
+    else:
+        legend = ""
     lines = [f"figures by group{legend}:"]
     previous = None
     for group, name, figure, x in rows:
