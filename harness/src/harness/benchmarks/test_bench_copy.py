@@ -38,7 +38,7 @@ def buffer_sets(nbytes: int) -> int:
     ``CACHE_HOT_BYTES``, else enough that source and destination bytes together reach ``STREAM_BYTES``."""
     if nbytes <= CACHE_HOT_BYTES:
         return 1
-    return max(1, -(-STREAM_BYTES // (2 * nbytes)))
+    return -(-STREAM_BYTES // (2 * nbytes))  # ceiling division
 
 
 def _host_pairs(rng: np.random.Generator, nbytes: int) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -33,7 +33,7 @@ import numpy as np
 
 from harness.bench_schema import ENTRY, HIGHER_IS_BETTER_KEY, LIMIT, MODE_AB, PEER, THRESHOLD_KEY, finite_float
 from harness.report.drift import Drift, find_drift
-from harness.report.errors import ReportInputError
+from harness.report.errors import ReportInputError, shorten
 from harness.report.groups import XLimit, group_limits, role, x_limits
 from harness.report.load import BenchmarkRecord, BenchmarkRun, parse_run
 from harness.report.machine import machine_id, machine_mismatch
@@ -377,8 +377,7 @@ def _number(options: Mapping[str, Any], key: str, default: float) -> float:
         return default
     number = finite_float(value)
     if number is None or number < 0:
-        shown = repr(value)
-        raise ValueError(f"options.{key} must be a number >= 0, got {shown if len(shown) <= 40 else shown[:37] + '...'}")
+        raise ValueError(f"options.{key} must be a number >= 0, got {shorten(repr(value), 40)}")
     return number
 
 

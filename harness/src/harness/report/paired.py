@@ -194,8 +194,8 @@ def process_pairs_disagree(processes: Sequence[float], slower: bool, min_effect:
     middle = float(np.median(logs))
     if middle < math.log1p(min_effect):
         return f"the median of the process pairs' ratios (x{math.exp(sign * middle):.3f}) is within the minimum effect"
-    short_of = logs < math.log1p(min_effect / 3)
-    every = rounds_each < 8 or int(np.count_nonzero(short_of)) <= logs.size // OFF_STATE_EVERY
+    short = int(np.count_nonzero(logs < math.log1p(min_effect / 3)))
+    every = rounds_each < 8 or short <= logs.size // OFF_STATE_EVERY
     p = _t_test_p(logs)
     carried = p < alpha or (math.isnan(p) and logs.size < 3)
     if (every and carried) or (not strict and (every or carried)):
@@ -204,10 +204,9 @@ def process_pairs_disagree(processes: Sequence[float], slower: bool, min_effect:
     if every:
         return scatter
     worst = processes[int(np.argmin(logs))]
-    count = int(np.count_nonzero(short_of))
-    short = (f"one process pair reads x{worst:.3f}, short of a third of the minimum effect" if count == 1 else
-             f"{count} process pairs read short of a third of the minimum effect (the farthest x{worst:.3f})")
-    return f"{short}, and {scatter}" if math.isfinite(p) else short
+    why = (f"one process pair reads x{worst:.3f}, short of a third of the minimum effect" if short == 1 else
+           f"{short} process pairs read short of a third of the minimum effect (the farthest x{worst:.3f})")
+    return f"{why}, and {scatter}" if math.isfinite(p) else why
 
 
 def _t_test_p(logs: np.ndarray) -> float:

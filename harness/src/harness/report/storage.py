@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from harness.bench_schema import MODE_AB, RUN_KEY
-from harness.report.errors import ReportInputError
+from harness.report.errors import ReportInputError, shorten
 from harness.report.history import load_history
 from harness.report.load import BenchmarkRun, parse_run, read_json
 from harness.report.machine import machine_id
@@ -173,8 +173,7 @@ def _check_whole(run_file: Path, run: BenchmarkRun, previous: BenchmarkRun | Non
     """Raise ReportInputError when ``run`` may cover only part of the suite (``RunStore.promote``)."""
     selection = run.harness.get("selection")
     if selection:
-        text = shlex.join(selection)
-        shown = text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS - 3] + "..."
+        shown = shorten(shlex.join(selection), _SHOWN_CHARS)
         raise ReportInputError(f"{run_file} ran with pytest arguments ({shown}), so it may cover only part of the "
                                "suite, and it would become the machine's baseline; add --save-partial-baseline to "
                                "promote it anyway")
