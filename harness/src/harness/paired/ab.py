@@ -14,9 +14,11 @@ the same CPUs (as many as the benchmark runs threads), until the CI of the media
 the benchmark's time budget is spent. Entries get ENTRY_BUDGET on every process pair; limits and peers, the same code
 on both sides, only show whether the two environments differ and get CONTROL_BUDGET on the first process pair (their
 setup costs as much on every worker, and a verdict of theirs never fails the run). An entry still undecided after
-its budget and extension (``Undecided``, strict) is timed again on as many process pairs more, started for the first
-such entry, and its rounds from both blocks are pooled; one still undecided on those (by the report's own rule, not
-strict) gets a third set (MORE_BLOCKS). A benchmark on one side only is timed alone on that side's
+its budget and extension (``Undecided``), or that looks changed, is timed again on as many process pairs more,
+started for the first such entry, and its rounds from both blocks are pooled: a change seen on one set of process
+pairs counts only once a second set shows it too, as three pairs of unchanged code that a state scatters can agree by
+chance (x1.072, 1.069, 1.058 on a CLOUD launch under a CPU hog); one still undecided on those gets a third set
+(MORE_BLOCKS). A benchmark on one side only is timed alone on that side's
 first worker, so the report lists it as new or missing with its figures, never judged.
 """
 
@@ -53,10 +55,12 @@ CONTROL_BUDGET = Budget(seconds=1.0, confidence=0.95, precision=0.02, min_rounds
 # process pairs per run: with three, the pooled median follows the two that agree, so a false alarm needs two pairs
 # of unchanged code that err the same way by more than the minimum effect
 PROCESS_PAIRS = 3
-# an entry still undecided after its budget and extension is timed on as many process pairs again (``run_ab``'s
-# ``more_pairs``), and once more if still undecided: with six pairs the t-test across them (``process_pairs_disagree``)
-# carries a 5% change through process states that scatter by 3% (t = 4.1 where 3.36 is needed), with three it needs
-# them within 1.5%; planted 5% slowdowns left undecided on six (a CLOUD copy at p = 0.018) get nine
+# an entry undecided or changed on its first process pairs is timed on as many again (``run_ab``'s ``more_pairs``),
+# and once more if still undecided: with six pairs the t-test across them (``process_pairs_disagree``) carries a 5%
+# change through process states that scatter by 3% (t = 4.1 where 3.36 is needed), with three it needs them within
+# 1.5%; planted 5% slowdowns left undecided on six (a CLOUD copy at p = 0.018) get nine. States that scatter the
+# pairs by 6% carry a change that is not there on three pairs (both rules) 1.7% of the time, and still on six
+# 0.3% (simulated, 20000 runs)
 MORE_BLOCKS = 2
 
 
@@ -109,10 +113,10 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
         undecided = Undecided(_sides_of(used, index), budget.confidence, min_effect, alpha / max(1, entries))
         blocks = [timer.block(workers[:2 * used], nodeid, index, budget, chosen, undecided)]
         while (blocks[-1].outcome.ok and role == ENTRY and more_pairs is not None and len(blocks) <= MORE_BLOCKS
-               and _still_undecided(blocks, replace(undecided, strict=len(blocks) == 1))):
+               and (why := _time_more(blocks, undecided))):
             extra, _ = more_pairs(len(blocks))
             timer.join(extra)
-            progress(f"  {nodeid}  undecided on {sum(b.pairs for b in blocks)} process pairs: timing it on "
+            progress(f"  {nodeid}  {why} on {sum(b.pairs for b in blocks)} process pairs: timing it on "
                      f"{len(extra) // 2} more")
             blocks.append(timer.block(extra, nodeid, index, _per_pair(replace(entry_budget, undecided_seconds=0.0),
                                                                       len(extra) // 2), chosen, None))
@@ -139,6 +143,17 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
                 "process_pairs": pairs}
         result.documents[side].update(run_document(collected[side], records[side], info))
     return result
+
+
+def _time_more(blocks: Sequence[_Block], undecided: Undecided) -> str | None:
+    """Why ``blocks`` (one benchmark timed on sets of process pairs) need another set, or None: after the first,
+    whatever is not decided unchanged (a change there is confirmed on a second set); after more, still undecided."""
+    if len(blocks) == 1:
+        d = blocks[0].log_ratios()
+        if undecided.unchanged(d):
+            return None
+        return "undecided" if _still_undecided(blocks, undecided) else f"x{math.exp(float(np.median(d))):.3f}"
+    return "undecided" if _still_undecided(blocks, undecided) else None
 
 
 def _still_undecided(blocks: Sequence[_Block], undecided: Undecided) -> bool:
@@ -299,21 +314,13 @@ class Undecided:
     run's level over its entries, Bonferroni: what Holm asks of the most significant entry), the CI still holds 1, or
     the process pairs do not carry it (``process_pairs_disagree``); or it is within the minimum effect but beyond
     _NEAR of it (x1.027-1.03 for 3%: planted 5% slowdowns of noisy or process-state entries read that low). A ratio
-    closer to 1 is decided (unchanged), so only entries that look changed, or nearly, get the extra rounds, which a
-    self-A/B run seldom pays (0-2 entries per run, measured).
-
-    ``strict`` (the question whether to time more process pairs, ``run_ab``): the process pairs must carry the change
-    by both of ``process_pairs_disagree``'s rules, every pair beyond a third of the minimum effect *and* the t-test
-    across them; either is enough for the report, but three pairs that satisfy only one are what a state scattering
-    the process pairs by 6% gives one time in eight with no change at all (measured by simulation), and six pairs
-    bring that under one in fifty. The runner asks it of the first three pairs only: six that satisfy the report's
-    rule are decided."""
+    closer to 1 is decided (unchanged, ``unchanged``), so only entries that look changed, or nearly, get the extra
+    rounds, which a self-A/B run seldom pays (0-2 entries per run, measured)."""
 
     sides: Sequence[int]
     confidence: float
     min_effect: float
     alpha: float
-    strict: bool = False
 
     def __call__(self, times: list[Any]) -> bool:
         d = _pooled(times, self.sides)
@@ -324,14 +331,18 @@ class Undecided:
         """The same question of pooled log ratios ``d`` whose process pairs' ratios are ``processes`` (each of at
         least ``rounds_each`` rounds)."""
         floor, middle = math.log1p(self.min_effect), float(np.median(d))
-        if abs(middle) < _NEAR * floor:
+        if self.unchanged(d):
             return False
         if abs(middle) < floor:  # near the minimum effect: the verdict turns on the last rounds' noise
             return True
         low, high = median_ci(d, self.confidence)
-        agree = len(processes) < 2 or process_pairs_disagree(processes, middle > 0, self.min_effect, rounds_each,
-                                                             strict=self.strict) is None
+        agree = len(processes) < 2 or process_pairs_disagree(processes, middle > 0, self.min_effect, rounds_each) is None
         return not (sign_test_p(d) < self.alpha and (low > 0 or high < 0) and agree)
+
+    def unchanged(self, d: np.ndarray) -> bool:
+        """True when the pooled log ratios ``d`` are decided unchanged: their median ratio nearer to 1 than _NEAR of
+        the minimum effect."""
+        return abs(float(np.median(d))) < _NEAR * math.log1p(self.min_effect)
 
 
 def _spread(budget: Budget, sides: Sequence[int]) -> Callable[[list[Any]], float]:

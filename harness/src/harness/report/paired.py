@@ -173,7 +173,7 @@ def process_ratios(d: np.ndarray, pairs: int, blocks: Sequence[tuple[int, int]] 
 
 
 def process_pairs_disagree(processes: Sequence[float], slower: bool, min_effect: float, rounds_each: int = 8,
-                           alpha: float = PROCESS_PAIRS_ALPHA, strict: bool = False) -> str | None:
+                           alpha: float = PROCESS_PAIRS_ALPHA) -> str | None:
     """Why the process pairs' median ratios ``processes`` do not carry a change of the pooled rounds (``slower``: a
     regression, else an improvement), or None when they do. Each process pair is an independent replicate of the
     comparison: a change of the code shows in every one, while a state that some processes fall into (a CLOUD server
@@ -187,8 +187,7 @@ def process_pairs_disagree(processes: Sequence[float], slower: bool, min_effect:
     their log ratios beyond 0 on that side by a one-sided t-test at ``alpha``, the pairs as replicates, so its level
     holds however far the process states scatter. The first carries a change through one pair far off on its own
     side (x1.32, 1.05, 1.05), the second through one pair that a state holds back (x1.009, 1.04, 1.041, 1.05, 1.045,
-    1.055). ``strict``: both rules (the t-test with three pairs or more), as the A/B runner asks before it settles
-    for the first process pairs. A ratio of 0 (an underflow) counts as infinitely faster."""
+    1.055). A ratio of 0 (an underflow) counts as infinitely faster."""
     sign = 1.0 if slower else -1.0
     logs = np.array([sign * (math.log(r) if r > 0 else -math.inf) for r in processes])
     middle = float(np.median(logs))
@@ -198,11 +197,9 @@ def process_pairs_disagree(processes: Sequence[float], slower: bool, min_effect:
     every = rounds_each < 8 or short <= logs.size // OFF_STATE_EVERY
     p = _t_test_p(logs)
     carried = p < alpha or (math.isnan(p) and logs.size < 3)
-    if (every and carried) or (not strict and (every or carried)):
+    if every or carried:
         return None
     scatter = f"the {logs.size} pairs scatter too widely to carry it (t-test across them: p = {p:.2g})"
-    if every:
-        return scatter
     worst = processes[int(np.argmin(logs))]
     why = (f"one process pair reads x{worst:.3f}, short of a third of the minimum effect" if short == 1 else
            f"{short} process pairs read short of a third of the minimum effect (the farthest x{worst:.3f})")
