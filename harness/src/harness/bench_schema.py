@@ -39,7 +39,7 @@ from typing import Any
 __all__ = [
     "ENTRY", "HIGHER_IS_BETTER_KEY", "LIMIT", "LIMIT_KEY", "MODE_AB", "MODE_STORED", "PAIRED_LIMIT_KEY", "PEER",
     "PEER_KEY", "REFERENCE_KEY", "ROLES", "ROLE_KEY", "RUN_KEY", "SHARED_DIR_ENV", "SINGLE_THREAD_ENV", "THREADS_KEY",
-    "THRESHOLD_KEY", "UNIT_KEY", "VALUE_KEY", "check_role", "finite_float", "role_of", "threshold_fraction",
+    "THRESHOLD_KEY", "UNIT_KEY", "VALUE_KEY", "WORK_KEYS", "check_role", "finite_float", "role_of", "threshold_fraction",
 ]
 
 ROLE_KEY = "role"
@@ -51,6 +51,8 @@ UNIT_KEY = "unit"
 VALUE_KEY = "value"
 HIGHER_IS_BETTER_KEY = "higher_is_better"
 PAIRED_LIMIT_KEY = "paired_limit"
+# extra_info keys that say how much work one call does; two records that differ in one time different work
+WORK_KEYS = ("size_bytes", "elements", "shape")
 
 ENTRY, LIMIT, PEER = "entry", "limit", "peer"
 ROLES = (ENTRY, LIMIT, PEER)

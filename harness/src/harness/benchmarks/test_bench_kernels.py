@@ -11,10 +11,12 @@
 
 The PYTHON backend interprets the IR with numpy, materializing one array of every thread's value per op: at 16M
 elements an add took about 4.8 s a round on the 2-core reference machine and a 1024 matmul would take over 15 s
-(it scales as n**3 from 0.26 s at 256), so it runs the add at 4M elements and the matmul at 256 x 256 (``REDUCED``);
-the size used is in each entry's ``elements``/``shape``. The report's "x limit" divides median times within a group,
-so a group holds one problem size: its name ends with the size, the device entries join the group of their size
-(set in the test, since the size depends on the device) and a numpy limit is measured at every size in use.
+(it scales as n**3 from 0.26 s at 256), so it runs the add at 1M elements, the row sums at 2048 x 2048 and the matmul
+at 256 x 256 (``REDUCED``): an A/B run times every entry for at least 24 pairs of rounds, so a 0.5 s call (the add at
+4M, the row sums at 4096 x 4096) cost 25 s of it. The size used is in each entry's ``elements``/``shape``. The
+report's "x limit" divides median times within a group, so a group holds one problem size: its name ends with the
+size, the device entries join the group of their size (set in the test, since the size depends on the device) and a
+numpy limit is measured at every size in use.
 Every kernel's output is checked once against numpy before timing, so a broken kernel cannot report a fast number.
 """
 
@@ -39,19 +41,13 @@ from runtime_core.ir import Kernel
 from runtime_core.program import Program
 
 ADD_N = 16 * 2**20
-ROWS = COLS = 4096
+ROWS = 4096  # and as many columns
 # not a power of two: at 1024 the naive kernel walks B with a 4 KiB column stride, so every step of a column lands in
 # the same cache sets and its speed follows which physical pages the buffers got: the same code in two processes ran
 # 24% apart (0.39 vs 0.51 GFLOP/s), and a call took 4 s. At 500 the three matrices (3 MB) stay in the L3 cache.
 MATMUL_N = 500
 BLOCKED_N = 1024  # the CPU-written matmul: 1024 divides into its 8 x 32 blocks, and its access pattern is contiguous
-REDUCED = {"PYTHON": {"add_n": 2**22, "matmul_n": 256}}  # see the module docstring
-# float32 recursive sums of n terms err by at most gamma_(n-1) * sum|x_i| and dot products of length n by
-# gamma_n * |a|.|b|, gamma_k = k u / (1 - k u), u = 2**-24 (Higham, "Accuracy and Stability of Numerical Algorithms",
-# 2nd ed., sections 3.1 and 4.2); the terms here are >= 0, so that is relative to the float64 reference (factor 1.01
-# covers the denominator)
-SUM_RTOL = COLS * 2.0**-24 * 1.01
-ROWSUM_GROUP = f"kernel-rowsum-float32-{ROWS}x{COLS}"
+REDUCED = {"PYTHON": {"add_n": 2**20, "rows": 2048, "matmul_n": 256}}  # see the module docstring; rows = columns
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 # the device entries run on every core (the CPU backend's default, CPU_THREADS set by the conftest); the paired runner
 # then gives the workers every CPU for them, not one
@@ -59,6 +55,14 @@ ALL_CORES = pytest.mark.bench_threads(CORES)
 CPU_ALL_CORES = pytest.mark.bench_threads(CORES, backends=["CPU"])  # the PYTHON backend runs one thread
 THREADS = [pytest.param(1, id="1thread"), pytest.param(CORES, id=f"{CORES}threads", marks=ALL_CORES)]
 BLOCK_ROWS, BLOCK_COLS, BLOCK_UNROLL = 8, 32, 4  # 16 AVX-512 (or 32 AVX2) accumulators; the k loop unrolled 4 times
+
+
+# float32 recursive sums of n terms err by at most gamma_(n-1) * sum|x_i| and dot products of length n by
+# gamma_n * |a|.|b|, gamma_k = k u / (1 - k u), u = 2**-24 (Higham, "Accuracy and Stability of Numerical Algorithms",
+# 2nd ed., sections 3.1 and 4.2); the terms here are >= 0, so that is relative to the float64 reference (factor 1.01
+# covers the denominator)
+def _sum_rtol(n: int) -> float:
+    return n * 2.0**-24 * 1.01
 
 
 def _dot_rtol(n: int) -> float:
@@ -78,6 +82,10 @@ def _size(device: str, key: str, full: int) -> int:
 
 def _add_group(n: int) -> str:
     return f"kernel-add-float32-{n >> 20}M" if n % 2**20 == 0 else f"kernel-add-float32-{n}"
+
+
+def _rowsum_group(rows: int) -> str:
+    return f"kernel-rowsum-float32-{rows}x{rows}"
 
 
 def _matmul_group(n: int) -> str:
@@ -129,28 +137,27 @@ def test_add_limit_numpy(benchmark: Any, rng: np.random.Generator, n: int) -> No
     record_rate(benchmark, HOST, {"GB/s": 12 * n / 1e9, "elements/s": n}, elements=n, size_bytes=12 * n)
 
 
-@pytest.mark.benchmark(group=ROWSUM_GROUP)
 @CPU_ALL_CORES
 def test_row_sum(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np.random.Generator) -> None:
-    x = rng.random(ROWS * COLS, dtype=np.float32)
-    kernel = row_sum_kernel(ROWS, COLS)
-    bufs = [device_buffers(x), device_buffers(ROWS, dtypes.float32)]
+    n = _size(device, "rows", ROWS)
+    benchmark.group = _rowsum_group(n)
+    x = rng.random(n * n, dtype=np.float32)
+    kernel = row_sum_kernel(n, n)
+    bufs = [device_buffers(x), device_buffers(n, dtypes.float32)]
     launch = launcher(load(device, kernel), kernel, bufs)
     _, t = probe(launch)
-    assert_close(bufs[1].numpy(), x.reshape(ROWS, COLS).sum(axis=1, dtype=np.float64), dtypes.float32, rtol=SUM_RTOL)
+    assert_close(bufs[1].numpy(), x.reshape(n, n).sum(axis=1, dtype=np.float64), dtypes.float32, rtol=_sum_rtol(n))
     run(benchmark, launch, t)
-    record_rate(benchmark, device, {"elements/s": ROWS * COLS, "GB/s": 4 * ROWS * COLS / 1e9},
-                elements=ROWS * COLS, shape=[ROWS, COLS])
+    record_rate(benchmark, device, {"elements/s": n * n, "GB/s": 4 * n * n / 1e9}, elements=n * n, shape=[n, n])
 
 
-@pytest.mark.benchmark(group=ROWSUM_GROUP)
+@pytest.mark.parametrize("n", _sizes("rows", ROWS, _rowsum_group))
 @pytest.mark.bench_role("limit", reference="numpy.sum(x, axis=1)")
-def test_row_sum_limit_numpy(benchmark: Any, rng: np.random.Generator) -> None:
-    x = rng.random((ROWS, COLS), dtype=np.float32)
+def test_row_sum_limit_numpy(benchmark: Any, rng: np.random.Generator, n: int) -> None:
+    x = rng.random((n, n), dtype=np.float32)
     _, t = probe(lambda: np.sum(x, axis=1))
     run(benchmark, lambda: np.sum(x, axis=1), t)
-    record_rate(benchmark, HOST, {"elements/s": ROWS * COLS, "GB/s": 4 * ROWS * COLS / 1e9}, elements=ROWS * COLS,
-                shape=[ROWS, COLS])
+    record_rate(benchmark, HOST, {"elements/s": n * n, "GB/s": 4 * n * n / 1e9}, elements=n * n, shape=[n, n])
 
 
 @CPU_ALL_CORES

@@ -62,6 +62,7 @@ PROCESS_PAIRS = 3
 # pairs by 6% carry a change that is not there on three pairs (both rules) 1.7% of the time, and still on six
 # 0.3% (simulated, 20000 runs)
 MORE_BLOCKS = 2
+_UNDECIDED = "undecided"
 
 
 # ``more_pairs(k)``: the k-th set of more process pairs (k = 1, 2, ...; opened on the first call for k, the same set
@@ -114,9 +115,10 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
         blocks = [timer.block(workers[:2 * used], nodeid, index, budget, chosen, undecided)]
         while (blocks[-1].outcome.ok and role == ENTRY and more_pairs is not None and len(blocks) <= MORE_BLOCKS
                and (why := _time_more(blocks, undecided))):
+            verb = "timing" if why == _UNDECIDED else "confirming"
             extra, _ = more_pairs(len(blocks))
             timer.join(extra)
-            progress(f"  {nodeid}  {why} on {sum(b.pairs for b in blocks)} process pairs: timing it on "
+            progress(f"  {nodeid}  {why} on {sum(b.pairs for b in blocks)} process pairs: {verb} it on "
                      f"{len(extra) // 2} more")
             blocks.append(timer.block(extra, nodeid, index, _per_pair(replace(entry_budget, undecided_seconds=0.0),
                                                                       len(extra) // 2), chosen, None))
@@ -152,8 +154,8 @@ def _time_more(blocks: Sequence[_Block], undecided: Undecided) -> str | None:
         d = blocks[0].log_ratios()
         if undecided.unchanged(d):
             return None
-        return "undecided" if _still_undecided(blocks, undecided) else f"x{math.exp(float(np.median(d))):.3f}"
-    return "undecided" if _still_undecided(blocks, undecided) else None
+        return _UNDECIDED if _still_undecided(blocks, undecided) else f"x{math.exp(float(np.median(d))):.3f}"
+    return _UNDECIDED if _still_undecided(blocks, undecided) else None
 
 
 def _still_undecided(blocks: Sequence[_Block], undecided: Undecided) -> bool:

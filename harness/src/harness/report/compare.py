@@ -154,7 +154,8 @@ SECTIONS = (
     ("drifted", "Drifted (crept up over the stored runs)"),
     ("improved", "Improved"),
     ("moved", "Limits and peers that moved (never fail the run)"),
-    ("unjudged", "Not judged: other programs used the CPUs of these multi-threaded benchmarks (never fail the run)"),
+    ("unjudged", "Not judged: the work changed, or other programs used the CPUs of a multi-threaded benchmark (never "
+                 "fail the run)"),
     ("unchanged", "Unchanged"),
     ("new", "New (no baseline to compare with)"),
     ("missing", "Missing (in the baseline only)"),
@@ -322,6 +323,8 @@ def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Setting
     if now is None or before is None:
         return _one_sided(name, now, before, threshold)
     kind = role(now)
+    if (changed := _work_changed(now, before)) is not None:
+        return BenchmarkComparison(name, Verdict.UNJUDGED, kind, threshold, now, before, note=changed)
     try:
         d = _pair_ratios(now, before)
     except ValueError as exc:
@@ -353,6 +356,13 @@ def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Setting
         p_value=verdict.p_value, test=verdict.test, pairs=verdict.pairs, stop=str(now.options.get("stop") or "") or None,
         detectable=verdict.detectable, note=said, process_ratios=processes,
     )
+
+
+def _work_changed(now: BenchmarkRecord, before: BenchmarkRecord) -> str | None:
+    """Why a benchmark is not judged, or None: one call does other work on the two sides (``work_change``: a
+    problem size the benchmark changed), so its times measure different things."""
+    change = now.work_change(before)
+    return None if change is None else f"not judged: the work changed ({change}), so the times are not comparable"
 
 
 def _cpus_shared(now: BenchmarkRecord, before: BenchmarkRecord) -> str | None:
@@ -440,6 +450,9 @@ class _StoredJudge:
         threshold = _threshold_of(now, before, self.settings.threshold)
         if now is None or before is None:
             return replace(_one_sided(name, now, before, threshold), x_limit=self.x_limits.get(name))
+        if (changed := _work_changed(now, before)) is not None:
+            return BenchmarkComparison(name, Verdict.UNJUDGED, role(now), threshold, now, before, note=changed,
+                                       x_limit=self.x_limits.get(name))
         rng = np.random.default_rng([self.settings.seed, int.from_bytes(hashlib.sha256(name.encode()).digest()[:8],
                                                                          "little")])
         options = partial(_with_options, threshold=threshold, settings=self.settings, rng=rng)

@@ -45,10 +45,14 @@ class Drift:
 
 def series(runs: Sequence[BenchmarkRun], limits: Sequence[Mapping[str, XLimit]],
            fullname: str) -> tuple[list[BenchmarkRun], list[float], str]:
-    """The runs (in the given order) that hold ``fullname``, its value in each, and what the values are: the paired
-    'x limit' when every one of those runs has it, else the 'median' time. ``limits[i]`` is
-    ``harness.report.groups.x_limits(runs[i])``."""
+    """The runs (in the given order) that hold ``fullname`` doing the same work as in the last of them (a run
+    before a change of its problem size is left out: ``BenchmarkRecord.work_change``), its value in each, and what
+    the values are: the paired 'x limit' when every one of those runs has it, else the 'median' time. ``limits[i]``
+    is ``harness.report.groups.x_limits(runs[i])``."""
     holding = [(run, xs) for run, xs in zip(runs, limits) if fullname in run.benchmarks]
+    if holding:
+        last = holding[-1][0].benchmarks[fullname]
+        holding = [(run, xs) for run, xs in holding if last.work_change(run.benchmarks[fullname]) is None]
     ratios = [xs.get(fullname) for _, xs in holding]
     kept = [run for run, _ in holding]
     if holding and all(x is not None and x.paired for x in ratios):

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.bench_schema import PAIRED_LIMIT_KEY, RUN_KEY, finite_float
-from harness.report.errors import ReportInputError
+from harness.bench_schema import PAIRED_LIMIT_KEY, RUN_KEY, WORK_KEYS, finite_float
+from harness.report.errors import ReportInputError, shorten
 
 SUPPORTED_MAJORS = (4, 5)
 # Plausible seconds per iteration. Outside them a file is corrupt or hand-made: no call takes less than a picosecond
@@ -64,6 +64,15 @@ class BenchmarkRecord:
     paired_limit: str | None = None
     paired_limit_data: np.ndarray | None = field(default=None, compare=False, repr=False)
     options: Mapping[str, Any] = field(default_factory=dict)
+
+    def work_change(self, before: BenchmarkRecord) -> str | None:
+        """How this record's work differs from ``before``'s, e.g. ``'elements 4194304 -> 1048576'``: the first of
+        WORK_KEYS present in both ``extra_info`` with different values; None when none differs (a key on one side
+        only says nothing)."""
+        for key in WORK_KEYS:
+            if key in self.extra_info and key in before.extra_info and self.extra_info[key] != before.extra_info[key]:
+                return f"{key} {shorten(repr(before.extra_info[key]), 60)} -> {shorten(repr(self.extra_info[key]), 60)}"
+        return None
 
 
 @dataclass(frozen=True)
