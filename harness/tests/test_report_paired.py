@@ -438,3 +438,43 @@ def test_drift_leaves_out_the_runs_before_a_change_of_the_work():
     [entry] = [c for c in result.comparisons if c.fullname == ENTRY]
     assert entry.drift is None and not result.failed
     assert series(runs, [x_limits(r) for r in runs], ENTRY)[0] == runs[4:]
+
+
+def test_an_entry_whose_limit_did_other_work_is_compared_raw_only():
+    # the limit grew 4x (its work changed), the entry is 25% slower: dividing by that limit would call it 3x faster
+    run = stored_run(0, np.ones(100))
+    before = _set_work(json.loads(json.dumps(run)), LIMIT, elements=1024)
+    now = _set_work(plant(plant(run, LIMIT, 4.0), ENTRY, 1.25), LIMIT, elements=4096)
+    [pl] = [r for r in now["benchmarks"] if r["fullname"] == ENTRY]
+    pl["extra_info"]["paired_limit"]["data"] = [4 * x for x in pl["extra_info"]["paired_limit"]["data"]]
+    result = compare(now, before)
+    found = {c.fullname: c for c in result.comparisons}
+    assert found[LIMIT].verdict is Verdict.UNJUDGED
+    assert found[ENTRY].verdict is Verdict.REGRESSED and result.failed
+    assert "its limit's work changed (elements 1024 -> 4096): raw comparison only" in found[ENTRY].note
+
+
+@pytest.mark.parametrize(("old", "new", "changed"), [
+    (float("nan"), float("nan"), False), ([float("nan"), 2], [float("nan"), 2], False), (4, 4.0, False),
+    ((4, 4), [4, 4], False), (None, 4, False), (True, 1, False), ({"a": 1}, {"a": 1}, False),
+    (4, 5, True), ("4x4", [4, 4], True), ([4, 4], [4, 4, 1], True), (4, "4", True),
+])
+def test_work_compares_as_json_holds_it(old, new, changed):
+    before, now = (parse_run(_set_work(synth.run([synth.benchmark(ENTRY, np.ones(5) * 1e-3)]), ENTRY, elements=v),
+                             "x.json").benchmarks[ENTRY] for v in (old, new))
+    assert (now.work_change(before) is not None) is changed
+
+
+def test_an_a_b_entry_whose_work_changed_is_left_out_of_holm_and_says_no_pairs():
+    a, b = ab_runs({ENTRY: 1.25})
+    alone = {c.fullname: c.p_value for c in compare(b, a).comparisons}[ENTRY]
+    a2, b2 = ab_runs({ENTRY: 1.25})
+    other = "b.py::test_other"
+    for doc, n in ((a2, 1), (b2, 2)):
+        [entry] = [r for r in doc["benchmarks"] if r["fullname"] == ENTRY]
+        doc["benchmarks"].append({**copy.deepcopy(entry), "name": "test_other", "fullname": other,
+                                  "extra_info": {"elements": n}})
+    result = compare(b2, a2)
+    found = {c.fullname: c for c in result.comparisons}
+    assert found[other].verdict is Verdict.UNJUDGED and found[ENTRY].p_value == pytest.approx(alone)
+    assert f"UNJUDGED  {other}  – CI – p=– (– pairs, detectable –)" in render_text(result)

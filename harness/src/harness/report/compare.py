@@ -298,12 +298,12 @@ def _pair_ratios(now: BenchmarkRecord, before: BenchmarkRecord) -> np.ndarray:
 
 
 def _holm_of_entries(names: Sequence[str], cur: BenchmarkRun, base: BenchmarkRun) -> dict[str, float]:
-    """fullname -> Holm-adjusted sign-test p-value, over the entries on both sides whose rounds pair up (limits
-    and peers, which never fail, are judged on their own p-values)."""
+    """fullname -> Holm-adjusted sign-test p-value, over the entries on both sides whose rounds pair up and whose
+    work is the same (limits and peers, which never fail, are judged on their own p-values)."""
     tested: dict[str, float] = {}
     for name in names:
         now, before = cur.benchmarks.get(name), base.benchmarks.get(name)
-        if now is None or before is None or role(now) != ENTRY:
+        if now is None or before is None or role(now) != ENTRY or now.work_change(before) is not None:
             continue
         try:
             d = _pair_ratios(now, before)
@@ -439,7 +439,7 @@ class _StoredJudge:
 
     def __init__(self, cur: BenchmarkRun, base: BenchmarkRun, history: Sequence[BenchmarkRun],
                  settings: _Settings) -> None:
-        self.settings = settings
+        self.settings, self.cur = settings, cur
         self.x_limits = x_limits(cur)
         self.limits = group_limits(cur)
         self.trend = [*history, cur] if history else []
@@ -477,7 +477,11 @@ class _StoredJudge:
 
     def _normalized(self, now: BenchmarkRecord, before: BenchmarkRecord, base: BenchmarkRun, raw: SampleComparison,
                     options: Callable[..., Any], threshold: float, notes: list[str], found: dict[str, Any]) -> Verdict:
-        """The entry's verdict after its limit-normalized comparison (filled into ``found``), if it has a limit."""
+        """The entry's verdict after its limit-normalized comparison (filled into ``found``), if it has a limit
+        that did the same work on both sides."""
+        if (changed := self._limit_work_change(now, base)) is not None:
+            notes.append(f"its limit's work changed ({changed}): raw comparison only")
+            return raw.verdict
         if _both_paired(now, before):
             ratios_now = _unit_ratios(now.data, now.paired_limit_data)  # type: ignore[arg-type]
             ratios_before = _unit_ratios(before.data, before.paired_limit_data)  # type: ignore[arg-type]
@@ -503,6 +507,15 @@ class _StoredJudge:
         verdict, agreement = _agree(raw, normalized, limit_now / limit_before, threshold)
         notes += agreement
         return verdict
+
+
+    def _limit_work_change(self, now: BenchmarkRecord, base: BenchmarkRun) -> str | None:
+        """How the work of the limit ``now`` is normalized by (the one timed beside it, else its group's) changed
+        since ``base``, or None."""
+        limit = self.limits.get(now.group) if now.group is not None else None
+        name = now.paired_limit or (limit.fullname if limit is not None else None)
+        limit_now, limit_before = self.cur.benchmarks.get(name or ""), base.benchmarks.get(name or "")
+        return limit_now.work_change(limit_before) if limit_now and limit_before else None
 
 
 def _unit_ratios(entry: np.ndarray, limit: np.ndarray) -> np.ndarray:

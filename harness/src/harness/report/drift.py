@@ -45,8 +45,8 @@ class Drift:
 
 def series(runs: Sequence[BenchmarkRun], limits: Sequence[Mapping[str, XLimit]],
            fullname: str) -> tuple[list[BenchmarkRun], list[float], str]:
-    """The runs (in the given order) that hold ``fullname`` doing the same work as in the last of them (a run
-    before a change of its problem size is left out: ``BenchmarkRecord.work_change``), its value in each, and what
+    """The runs (in the given order) that hold ``fullname`` doing the same work as in the last of them (a run whose
+    problem size differs from the last run's is left out: ``BenchmarkRecord.work_change``), its value in each, and what
     the values are: the paired 'x limit' when every one of those runs has it, else the 'median' time. ``limits[i]``
     is ``harness.report.groups.x_limits(runs[i])``."""
     holding = [(run, xs) for run, xs in zip(runs, limits) if fullname in run.benchmarks]

@@ -120,7 +120,8 @@ def method(result: ComparisonResult, history_runs: int) -> str:
             "'detectable' is the smallest change this run could have flagged; rounds "
             "stopped at the target precision or when the benchmark's time budget was spent ('stop'; 'extended': an "
             "entry that looked changed but was not yet significant got more time). Multi-threaded benchmarks whose "
-            "CPUs other programs used are not judged. Only entries "
+            "CPUs other programs used, and benchmarks whose work (size_bytes, elements, shape) differs between the "
+            "sides, are not judged. Only entries "
             "fail the run; limits and peers run the same code on both sides and show whether the two sides' "
             "environments differ."
         )
@@ -130,7 +131,9 @@ def method(result: ComparisonResult, history_runs: int) -> str:
         f"and its {result.confidence:.0%} bootstrap CI lies entirely beyond 1. An entry in a group with a practical "
         "limit must pass this both raw and normalized by the limit (per-round ratios to the limit round taken beside "
         "it), else it is unchanged: a change that moves the limit too is the machine's. Drifted: its level crept up "
-        "beyond the threshold over the stored runs (Theil-Sen trend). Only entries fail the run; limits and peers are "
+        "beyond the threshold over the stored runs (Theil-Sen trend, over the runs of the same work). A benchmark "
+        "whose work (size_bytes, elements, shape) changed is not judged, and an entry whose limit's work changed is "
+        "compared raw only. Only entries fail the run; limits and peers are "
         f"judged and labelled; {history_runs} history run(s)."
     )
 
@@ -194,6 +197,11 @@ def process_ratios(comparison: BenchmarkComparison) -> str:
     if not comparison.process_ratios:
         return "–"
     return " ".join(f"x{r:.3f}" for r in comparison.process_ratios)
+
+
+def pairs(comparison: BenchmarkComparison) -> str:
+    """The pairs of rounds an A/B verdict rests on, '–' when there is none."""
+    return str(comparison.pairs or "–")
 
 
 def detectable(comparison: BenchmarkComparison) -> str:
@@ -358,7 +366,7 @@ def table(key: str, comparisons: Sequence[BenchmarkComparison],
                    ("A median", True, lambda c: seconds(c.baseline.median if c.baseline else None)),
                    ("B median", True, lambda c: seconds(c.current.median if c.current else None)),
                    ("ratio B/A", True, lambda c: ratio(c.ratio)), ("CI", False, lambda c: interval(c.ci)),
-                   ("p (Holm)", True, lambda c: p_value(c.p_value)), ("pairs", True, lambda c: str(c.pairs or "–")),
+                   ("p (Holm)", True, lambda c: p_value(c.p_value)), ("pairs", True, pairs),
                    ("detectable", True, detectable), ("per process pair", False, process_ratios),
                    ("stop", False, stop), ("notes", False, notes)]
     else:

@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 from harness.report.errors import ReportInputError
-from harness.report.load import BenchmarkRun, parse_run, read_json
+from harness.report.load import BenchmarkRecord, BenchmarkRun, parse_run, read_json
 from harness.report.machine import machine_fields
 
 __all__ = ["load_history", "median_series"]
@@ -44,6 +44,9 @@ def load_history(directory: str | Path, exclude: str | Path | None = None,
     return sorted(runs, key=lambda run: run.datetime), warnings
 
 
-def median_series(runs: Sequence[BenchmarkRun], fullname: str) -> list[tuple[datetime, float]]:
-    """(datetime, median seconds) of ``fullname`` in each run that has it, in the order of ``runs``."""
-    return [(run.datetime, run.benchmarks[fullname].median) for run in runs if fullname in run.benchmarks]
+def median_series(runs: Sequence[BenchmarkRun], fullname: str,
+                  like: BenchmarkRecord | None = None) -> list[tuple[datetime, float]]:
+    """(datetime, median seconds) of ``fullname`` in each run that has it, in the order of ``runs``; with ``like``,
+    only the runs where it did the same work (``BenchmarkRecord.work_change``), as the drift check counts them."""
+    return [(run.datetime, run.benchmarks[fullname].median) for run in runs if fullname in run.benchmarks
+            and (like is None or like.work_change(run.benchmarks[fullname]) is None)]

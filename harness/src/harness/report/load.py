@@ -67,12 +67,27 @@ class BenchmarkRecord:
 
     def work_change(self, before: BenchmarkRecord) -> str | None:
         """How this record's work differs from ``before``'s, e.g. ``'elements 4194304 -> 1048576'``: the first of
-        WORK_KEYS present in both ``extra_info`` with different values; None when none differs (a key on one side
-        only says nothing)."""
+        WORK_KEYS set (not null) in both ``extra_info`` to values that differ (as JSON would hold them: 4 equals 4.0,
+        NaN equals NaN, a tuple its list); None when none differs (a key on one side only says nothing)."""
         for key in WORK_KEYS:
-            if key in self.extra_info and key in before.extra_info and self.extra_info[key] != before.extra_info[key]:
-                return f"{key} {shorten(repr(before.extra_info[key]), 60)} -> {shorten(repr(self.extra_info[key]), 60)}"
+            old, new = before.extra_info.get(key), self.extra_info.get(key)
+            if old is not None and new is not None and _as_json(old) != _as_json(new):
+                return f"{key} {shorten(repr(old), 100)} -> {shorten(repr(new), 100)}"
         return None
+
+
+def _as_json(value: Any) -> Any:
+    """``value`` as decoded JSON compares: numbers by value (NaN as a string, so that it equals itself), tuples as
+    lists, anything else by its repr."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return "NaN" if value != value else value
+    if isinstance(value, (list, tuple)):
+        return [_as_json(item) for item in value]
+    if isinstance(value, Mapping):
+        return {str(k): _as_json(v) for k, v in value.items()}
+    return repr(value)
 
 
 @dataclass(frozen=True)

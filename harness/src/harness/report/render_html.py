@@ -88,7 +88,7 @@ def _group_figures(result: ComparisonResult) -> str:
 
 
 def _figure(c: BenchmarkComparison, history: Sequence[BenchmarkRun], current: BenchmarkRun) -> str:
-    png = benchmark_figure(c, median_series(history, c.fullname), current.datetime)
+    png = benchmark_figure(c, median_series(history, c.fullname, c.current), current.datetime)
     data = base64.b64encode(png).decode("ascii")
     name = escape(c.fullname)
     return (

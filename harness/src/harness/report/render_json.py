@@ -2,9 +2,10 @@
 
 Top level: ``schema_version``, ``mode`` ("ab" or "stored"), ``failed`` (bool: an entry regressed or drifted),
 ``failing`` (their fullnames), ``counts`` (section key -> int: regressed, drifted, improved, moved (limits and peers
-that moved, never failing), unjudged (not judged: a multi-threaded A/B benchmark whose CPUs other programs
-used, never failing), unchanged, new, missing; every benchmark in exactly one, the same numbers every other
-output prints), ``threshold``/``min_effect``/``alpha``/``confidence``, ``warnings`` and ``notes`` (lists of str),
+that moved, never failing), unjudged (not judged: its work changed between the sides, or a multi-threaded A/B
+benchmark whose CPUs other programs used; never failing), unchanged, new, missing; every benchmark in exactly one,
+the same numbers every other output prints), ``threshold``/``min_effect``/``alpha``/``confidence``, ``warnings``
+and ``notes`` (lists of str),
 ``current``/``baseline`` (source, datetime, pytest_benchmark_version, commit_info, harness (the runner's run info),
 machine: node/cpu/machine/machine_id/system/release/python_version/runtime; ``baseline`` is null when there is none),
 ``history_runs`` and ``benchmarks``: one object per benchmark with fullname, name, group, role, section, verdict,

@@ -26,7 +26,7 @@ def render_text(result: ComparisonResult) -> str:
 
 def _numbers(result: ComparisonResult, c: BenchmarkComparison) -> str:
     if result.mode == "ab":
-        text = (f"{fmt.ratio(c.ratio)} CI {fmt.interval(c.ci)} p={fmt.p_value(c.p_value)} ({c.pairs} pairs, "
+        text = (f"{fmt.ratio(c.ratio)} CI {fmt.interval(c.ci)} p={fmt.p_value(c.p_value)} ({fmt.pairs(c)} pairs, "
                 f"detectable {fmt.detectable(c)})")
     else:
         vs_limit = f" vs limit {fmt.normalized(c)}" if c.normalized_ratio is not None else ""
