@@ -366,7 +366,7 @@ def table(key: str, comparisons: Sequence[BenchmarkComparison],
                    ("A median", True, lambda c: seconds(c.baseline.median if c.baseline else None)),
                    ("B median", True, lambda c: seconds(c.current.median if c.current else None)),
                    ("ratio B/A", True, lambda c: ratio(c.ratio)), ("CI", False, lambda c: interval(c.ci)),
-                   ("p (Holm)", True, lambda c: p_value(c.p_value)), ("pairs", True, pairs),
+                   ("p (entries: Holm)", True, lambda c: p_value(c.p_value)), ("pairs", True, pairs),
                    ("detectable", True, detectable), ("per process pair", False, process_ratios),
                    ("stop", False, stop), ("notes", False, notes)]
     else:
