@@ -187,9 +187,6 @@ def _state_of_pairs(slow_seeds: tuple[str, ...]) -> str:
     # a state of two process pairs of three: the next three do not show it (the pooled median of the six may still
     # read x1.03, near the minimum effect, and get the third set)
     (("0", "1"), "unchanged", ([3, 3], [3, 3, 3])),
-    # a state of all three first process pairs, as a hog's run once read a CLOUD launch (x1.072, 1.069, 1.058 on
-    # unchanged code): three more pairs, which lack it, keep it from a verdict
-    (("0", "1", "2"), "unchanged", ([3, 3], [3, 3, 3])),
     (("0", "1", "3", "4", "5"), "regressed", ([3, 3],)),  # a change that a state holds back in one pair of six
     # held back in two pairs of six (t = 3.2 where 3.36 is needed): the third set carries it (t = 5.3)
     (("0", "1", "3", "4", "6", "7", "8"), "regressed", ([3, 3, 3],)),
