@@ -132,6 +132,10 @@ def test_a_b_run_flags_the_slower_working_tree_and_lists_new_and_missing(root, c
         import os, pathlib
         pathlib.Path("seed.txt").write_text(os.environ["PYTHONHASHSEED"])
         benchmark(work, 1000)
+
+    @pytest.mark.skip(reason="not on this machine")
+    def test_skipped(benchmark):
+        benchmark(work, 1000)
     '''
     write_suite(root, extra=seed + '''
 
@@ -175,6 +179,9 @@ def test_a_b_run_flags_the_slower_working_tree_and_lists_new_and_missing(root, c
     assert not Path("/proc/stat").exists() or 0.0 <= a_entry["options"]["others_cpus"] <= 1.0
     out = capsys.readouterr().out
     assert "benchmark report (A/B): FAIL: 1 regressed" in out
+    # skipped at collection on both sides: one line, never started, not in the report
+    assert "1 benchmark(s) SKIPPED on both sides at collection: not on this machine" in out
+    assert "test_skipped" not in verdicts(doc) and "not on this machine" not in (root / "out" / "logs" / "A1.log").read_text()
 
 
 def _state_of_pairs(slow_seeds: tuple[str, ...]) -> str:

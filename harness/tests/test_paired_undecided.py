@@ -3,11 +3,12 @@ timing loop that gives them the extra time."""
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
 
-from harness.paired.ab import Undecided
+from harness.paired.ab import ENTRY_BUDGET, Undecided, entry_precision
 from harness.paired.engine import STOP_BUDGET, STOP_EXTENDED, Budget, measure
 
 SIDES = [0, 1, 0, 1, 0, 1]  # three process pairs: A1 B1 A2 B2 A3 B3
@@ -90,3 +91,11 @@ def test_extra_rounds_end_as_soon_as_the_benchmark_is_decided():
     result = measure([Side(1e-3), Side(1e-3)], [1, 1], budget, spread, undecided)
     assert result.stop == STOP_EXTENDED and len(asked) == 3 and result.seconds < 2.0
     assert asked == sorted(asked) and len(result.times[0]) >= asked[-1]
+
+
+def test_an_entry_is_precise_enough_at_half_the_minimum_effect_or_its_budget_s_own_precision():
+    assert ENTRY_BUDGET.precision == 0.015
+    assert entry_precision(ENTRY_BUDGET, 0.03).precision == math.log1p(0.03) / 2  # 0.01478
+    assert entry_precision(ENTRY_BUDGET, 0.01).precision == math.log1p(0.01) / 2
+    assert entry_precision(ENTRY_BUDGET, 0.10).precision == 0.015
+    assert entry_precision(ENTRY_BUDGET, 0.0) == ENTRY_BUDGET

@@ -41,7 +41,8 @@ from harness.paired.runfile import CpuUse, benchmark_record, run_document
 from harness.paired.session import FAILED, PASSED, Collected, Finished, Outcome, finish, run_same, start, time_alone_or_beside
 from harness.report.paired import half_width, judge, log_ratios, median_ci, process_pairs_disagree, process_ratios, sign_test_p
 
-__all__ = ["CONTROL_BUDGET", "ENTRY_BUDGET", "MORE_BLOCKS", "PROCESS_PAIRS", "AbResult", "MorePairs", "Undecided", "run_ab"]
+__all__ = ["CONTROL_BUDGET", "ENTRY_BUDGET", "MORE_BLOCKS", "PROCESS_PAIRS", "AbResult", "MorePairs", "Undecided",
+           "entry_precision", "run_ab"]
 
 # 20 pairs at least: the run's p-values are Holm-adjusted over its ~50 entries, so an entry needs p < 0.01 / 50, and
 # a two-sided sign test of n pairs cannot go below 2 / 2**n (n = 14: 1.2e-4, reached only when every pair
@@ -50,7 +51,10 @@ __all__ = ["CONTROL_BUDGET", "ENTRY_BUDGET", "MORE_BLOCKS", "PROCESS_PAIRS", "Ab
 # rounds that let its median count in ``process_pairs_disagree``
 # an entry that looks changed but is not yet significant (a slow one planted 5% slower: p 0.02-0.06 after 24 pairs)
 # gets up to 12 s more: 20 more pairs of a 0.3 s call
-ENTRY_BUDGET = Budget(seconds=6.0, confidence=0.95, min_rounds=24, undecided_seconds=12.0)
+# precise enough at a CI half-width of half the minimum effect (run_ab: 1.5% for the default 3%): an unchanged
+# entry's interval then stays inside the minimum effect and a 5% change's clears 1 by 3.5%; 1% cost 50 s more of a
+# self-A/B run (220 s of rounds) for no verdict that changed
+ENTRY_BUDGET = Budget(seconds=6.0, confidence=0.95, min_rounds=24, undecided_seconds=12.0, precision=0.015)
 CONTROL_BUDGET = Budget(seconds=1.0, confidence=0.95, precision=0.02, min_rounds=6)
 # process pairs per run: with three, the pooled median follows the two that agree, so a false alarm needs two pairs
 # of unchanged code that err the same way by more than the minimum effect
@@ -86,9 +90,11 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
            more_pairs: MorePairs | None = None) -> AbResult:
     """Time every benchmark that the A workers (the ref) and the B workers both collected. ``workers`` and
     ``collected`` hold process pairs in turn: A1, B1, A2, B2, ... (at least one pair). A budget's ``min_rounds`` and
-    ``seconds`` count pairs and seconds of all process pairs together. ``planted`` stretches B's rounds by that factor
-    (``--plant-slowdown``; A's workers spin as long after each round, untimed). ``min_effect``/``alpha`` shape the
-    progress lines' CI and which entries are still undecided (``Undecided``); the report decides the verdicts from
+    ``seconds`` count pairs and seconds of all process pairs together; an entry is precise enough at a CI half-width
+    of half ``min_effect`` (in log ratio) where that is below ``entry_budget.precision`` (``entry_precision``).
+    ``planted`` stretches B's rounds by that factor (``--plant-slowdown``; A's workers spin as long after each
+    round, untimed). ``min_effect``/``alpha`` shape the progress lines' CI and which entries are still undecided
+    (``Undecided``); the report decides the verdicts from
     the run files (all entries together: ``harness.report.compare``). ``more_pairs`` opens more process pairs for the
     entries still undecided after their budget and its extension: each is then timed on a set of them too, and on a
     second set if still undecided (MORE_BLOCKS), and their rounds join the pooled ones (the process pairs' states are
@@ -96,6 +102,7 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
     if not workers or len(workers) % 2 or len(collected) != len(workers):
         raise ValueError(f"A/B workers come in (A, B) process pairs, got {len(workers)} workers")
     pairs = len(workers) // 2
+    entry_budget = entry_precision(entry_budget, min_effect)
     a_names, b_names = collected[0].benchmarks(), collected[1].benchmarks()
     common = [n for n in b_names if n in set(a_names)]
     roles = {n: collected[1].items[n]["role"] or collected[0].items[n]["role"] or ENTRY for n in common}
@@ -103,7 +110,12 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
     records: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
     result = AbResult(({}, {}))
     timer = _Timer(CpuChooser(), list(workers), planted)
+    skipped_at_collection: dict[str, int] = {}
     for index, nodeid in enumerate(common):
+        if (skip := _skipped_on_both(collected, nodeid)) is not None:
+            result.skipped[nodeid] = skip
+            skipped_at_collection[skip] = skipped_at_collection.get(skip, 0) + 1
+            continue
         role = roles[nodeid]
         # a limit or peer never fails the run: one process pair shows enough (its rounds go A B B A, so a benchmark
         # whose round after its own runs warm reads noisier there, which can only hide a move, never make one)
@@ -134,6 +146,8 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
         shared = f" (other programs: {others:.2f} CPU of its {len(chosen or ())})" if (others or 0) >= 0.05 else ""
         progress(f"  {nodeid}  x{verdict.ratio:.3f} [{verdict.ci[0]:.3f}, {verdict.ci[1]:.3f}] {verdict.pairs} pairs "
                  f"({blocks[0].stop})" + ("" if role == ENTRY else f" ({role})") + shared)
+    for reason, count in skipped_at_collection.items():
+        progress(f"  {count} benchmark(s) SKIPPED on both sides at collection: {reason}")
     for side, names in ((1, [n for n in b_names if n not in set(a_names)]), (0, [n for n in a_names if n not in set(b_names)])):
         for nodeid in names:  # on one side only: timed alone, shown as new or missing, never judged
             record = _alone(workers[side], side, nodeid, control_budget, result, progress, collected[side].clock)
@@ -145,6 +159,14 @@ def run_ab(workers: Sequence[WorkerProcess], collected: Sequence[Collected], ref
                 "process_pairs": pairs}
         result.documents[side].update(run_document(collected[side], records[side], info))
     return result
+
+
+def entry_precision(budget: Budget, min_effect: float) -> Budget:
+    """``budget`` precise enough at a CI half-width (in log ratio) of half the minimum effect ``min_effect`` (a
+    fraction) where that is narrower than its own precision."""
+    if min_effect <= 0:
+        return budget
+    return replace(budget, precision=min(budget.precision, math.log1p(min_effect) / 2))
 
 
 def _time_more(blocks: Sequence[_Block], undecided: Undecided) -> str | None:
@@ -163,6 +185,13 @@ def _still_undecided(blocks: Sequence[_Block], undecided: Undecided) -> bool:
     logs = [block.log_ratios() for block in blocks]
     processes = [r for block, d in zip(blocks, logs) for r in process_ratios(d, block.pairs)]
     return undecided.of(np.concatenate(logs), processes, min(d.size // b.pairs for b, d in zip(blocks, logs)))
+
+
+def _skipped_on_both(collected: Sequence[Collected], nodeid: str) -> str | None:
+    """B's reason when ``nodeid`` carries an unconditional skip on both sides (``Collected.items``' ``skip``), so it
+    is recorded without being started; None when either side would run it."""
+    reasons = [c.items[nodeid].get("skip") for c in collected[:2]]
+    return reasons[1] if all(reasons) else None
 
 
 def _sides_of(pairs: int, index: int) -> list[int]:

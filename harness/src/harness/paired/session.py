@@ -14,7 +14,7 @@ import numpy as np
 from harness.paired.engine import Budget, RoundFailed, Rounds, Side, calibrate, iterations_for, measure
 from harness.paired.process import WorkerError, WorkerProcess
 
-__all__ = ["FAILED", "PASSED", "SKIPPED", "Collected", "Finished", "Outcome", "WorkerSpec", "collected", "finish",
+__all__ = ["FAILED", "PASSED", "SKIPPED", "Collected", "Finished", "Outcome", "WorkerSpec", "collected", "finish", "finish_all",
            "open_workers", "run_same", "start", "start_all", "time_alone_or_beside"]
 
 PASSED, SKIPPED, FAILED = "passed", "skipped", "failed"
@@ -22,9 +22,9 @@ PASSED, SKIPPED, FAILED = "passed", "skipped", "failed"
 
 @dataclass(frozen=True)
 class Collected:
-    """What a worker collected: its items (nodeid -> static info: name, group, role, uses the benchmark fixture),
-    the run metadata pytest-benchmark would have saved, and the clock its rounds are timed with
-    (``harness.paired.worker.RunClock``)."""
+    """What a worker collected: its items (nodeid -> static info: name, group, role, uses the benchmark fixture,
+    the reason of an unconditional skip), the run metadata pytest-benchmark would have saved, and the clock its
+    rounds are timed with (``harness.paired.worker.RunClock``)."""
 
     items: dict[str, dict[str, Any]]
     machine_info: dict[str, Any]
@@ -100,8 +100,18 @@ def start_all(workers: Sequence[WorkerProcess], nodeid: str) -> list[dict[str, A
 
 def finish(worker: WorkerProcess, reason: str | None = None) -> Finished:
     """Let the waiting benchmark call return (or, with ``reason``, skip the test) and wait for the test to end."""
-    message = worker.request("abort", ("done",), reason=reason) if reason else worker.request("finish", ("done",))
-    return Finished.of(message)
+    return finish_all([worker], reason)[0]
+
+
+def finish_all(workers: Sequence[WorkerProcess], reason: str | None = None) -> list[Finished]:
+    """``finish`` on every worker at once: their teardowns (and the checks after the timed call) run concurrently,
+    as ``start_all``'s setups do; how each ended, in the order of ``workers``."""
+    for worker in workers:
+        if reason:
+            worker.send("abort", reason=reason)
+        else:
+            worker.send("finish")
+    return [Finished.of(worker.receive("done")) for worker in workers]
 
 
 def run_same(sides: Sequence[Side], nodeid: str, budget: Budget, spread: Callable[[list[np.ndarray]], float],
@@ -119,8 +129,7 @@ def run_same(sides: Sequence[Side], nodeid: str, budget: Budget, spread: Callabl
     unequal length would skew the ratio of a large change (a 2x slower version measured 6x slower at load 9)."""
     workers = [side.worker for side in sides]
     if cpus is not None:
-        for worker in workers:
-            worker.pin(set(os.sched_getaffinity(0)))
+        _unpin(workers)
     ready = start_all(workers, nodeid)
     if cpus is not None:
         for worker in workers:
@@ -141,7 +150,15 @@ def run_same(sides: Sequence[Side], nodeid: str, budget: Budget, spread: Callabl
         return Outcome(nodeid, tuple(failed if w is failure.worker else finish(w, why) for w in workers), None)
     if measured is not None:
         measured()
-    return Outcome(nodeid, tuple(finish(worker) for worker in workers), rounds)
+    if cpus is not None:
+        _unpin(workers)
+    return Outcome(nodeid, tuple(finish_all(workers)), rounds)
+
+
+def _unpin(workers: Sequence[WorkerProcess]) -> None:
+    """Let ``workers`` run on every CPU this process may use (for their setups and teardowns)."""
+    for worker in workers:
+        worker.pin(set(os.sched_getaffinity(0)))
 
 
 def time_alone_or_beside(sides: Sequence[Side], fixed: Sequence[int | None], budget: Budget,

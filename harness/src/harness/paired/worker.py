@@ -11,7 +11,8 @@ Protocol (controller -> worker ``op``, worker -> controller ``ev``):
 * after collection the worker sends ``collected``: ``items`` (nodeid, name, whether it uses the ``benchmark`` fixture,
   its static ``group`` from ``@pytest.mark.benchmark(group=...)`` formatted with the test's parameters, e.g.
   ``"compile-cold-{device}"`` -> ``"compile-cold-CPU"``, its ``role`` from ``@pytest.mark.bench_role`` and the
-  ``threads`` it runs at once from ``@pytest.mark.bench_threads``, default 1, and ``errors``: the collection errors,
+  ``threads`` it runs at once from ``@pytest.mark.bench_threads``, default 1, the reason of an unconditional
+  ``@pytest.mark.skip`` as ``skip`` (else null), and ``errors``: the collection errors,
   nodeid and text, of modules that did not import),
   ``machine_info`` and ``commit_info`` (pytest-benchmark's hooks, so the harness's machine facts are in them) and
   ``version`` (pytest-benchmark's);
@@ -105,6 +106,15 @@ def _static_group(item: pytest.Item) -> str | None:
 def _static_role(item: pytest.Item) -> str | None:
     marker = item.get_closest_marker("bench_role")
     return str(marker.args[0]) if marker and marker.args else None
+
+
+def _static_skip(item: pytest.Item) -> str | None:
+    """The reason of an unconditional ``pytest.mark.skip`` on ``item`` (e.g. a backend its markers rule out), which
+    the controller then records without starting the test; None without one."""
+    marker = item.get_closest_marker("skip")
+    if marker is None:
+        return None
+    return str(marker.kwargs.get("reason") or (marker.args[0] if marker.args else "unconditional skip"))
 
 
 def _static_threads(item: pytest.Item) -> int:
@@ -315,7 +325,8 @@ class WorkerPlugin:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         items = [{"nodeid": item.nodeid, "name": item.name, "benchmark": "benchmark" in getattr(item, "fixturenames", ()),
-                  "group": _static_group(item), "role": _static_role(item), "threads": _static_threads(item)}
+                  "group": _static_group(item), "role": _static_role(item), "threads": _static_threads(item),
+                  "skip": _static_skip(item)}
                  for item in session.items]
         machine, commit, version = _run_info(session.config)
         self.channel.send(ev="collected", items=items, machine_info=_plain(machine), commit_info=_plain(commit),
