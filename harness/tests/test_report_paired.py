@@ -316,6 +316,23 @@ def test_a_run_against_a_copy_with_one_benchmark_25_percent_slower_flags_it(name
     assert result.failed is (name == ENTRY)
 
 
+def test_a_bimodal_entry_25_percent_slower_is_flagged_though_its_raw_median_is_unstable():
+    # about half the rounds 0.75 ms, the rest 1.25 ms (a compile that hits a warm path now and then): the median
+    # falls between the two modes and its bootstrap CI spans both, while the ratio to the limit beside each round
+    # keeps the 25%; the limit did not move, so the raw comparison's width is its own noise, not the machine's
+    run = stored_run(0, np.ones(200), count=200)
+    [entry] = [b for b in run["benchmarks"] if b["fullname"] == ENTRY]
+    modes = np.where(np.random.default_rng(3).random(200) < 0.5, 0.75e-3, 1.25e-3)
+    entry["stats"]["data"] = [float(x) for x in modes * np.random.default_rng(4).lognormal(0.0, 0.02, 200)]
+    entry["stats"]["median"] = float(np.median(entry["stats"]["data"]))
+
+    [got] = [c for c in compare(plant(run, ENTRY, 1.25), run).comparisons if c.fullname == ENTRY]
+
+    assert got.ci[0] < 1.0 < 1.25 < got.ci[1] and got.normalized_ci[0] > 1.2  # raw open, normalized tight
+    assert got.verdict is Verdict.REGRESSED and got.fails
+    assert got.note.startswith("normalized regressed; the raw comparison is not conclusive but goes the same way")
+
+
 def test_an_entry_with_the_fewest_stored_rounds_25_percent_slower_is_flagged():
     rounds = STORED_ENTRY_BUDGET.min_rounds
     run = stored_run(0, np.ones(rounds), count=rounds)
