@@ -576,16 +576,16 @@ def _agree(
     if raw.verdict is normalized.verdict:
         return raw.verdict, []
     numbers = f"limit x{limit_ratio:.3f}, raw x{raw.ratio:.3f}, normalized x{normalized.ratio:.3f}"
-    moved, other, kind = (raw, normalized, "raw") if raw.verdict is not Verdict.UNCHANGED else (normalized, raw, "normalized")
+    moved, other, kind, other_kind = (raw, normalized, "raw", "normalized") if raw.verdict is not Verdict.UNCHANGED \
+        else (normalized, raw, "normalized", "raw")
     if _beyond(other.ratio, moved.verdict, threshold) and abs(math.log(limit_ratio)) <= math.log1p(threshold / 10):
-        return moved.verdict, [f"{kind} {moved.verdict.value}; the {'normalized' if kind == 'raw' else 'raw'} "
-                               f"comparison is not conclusive but goes the same way and the limit did not move "
-                               f"({numbers})"]
+        return moved.verdict, [f"{kind} {moved.verdict.value}; the {other_kind} comparison is not conclusive but goes "
+                               f"the same way and the limit did not move ({numbers})"]
     if 1.0 / (1.0 + threshold) <= other.ratio <= 1.0 + threshold:
         why = "machine-wide change: the limit moved too" if kind == "raw" else "the limit moved, the benchmark did not"
     else:
         ci = "–" if other.ci is None else f"[{other.ci[0]:.3f}, {other.ci[1]:.3f}]"
-        why = f"the {'normalized' if kind == 'raw' else 'raw'} comparison is not conclusive (p={other.p_value:.2g}, CI {ci})"
+        why = f"the {other_kind} comparison is not conclusive (p={other.p_value:.2g}, CI {ci})"
     return Verdict.UNCHANGED, [f"{kind} {moved.verdict.value} only: {why} ({numbers}), so no verdict"]
 
 
