@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from harness.paired.engine import STOP_BUDGET, STOP_MAX, STOP_PRECISION, Budget, calibrate, iterations_for, measure, round_order
+from harness.paired.session import time_alone_or_beside
 from harness.paired.worker import RunClock
 from harness.report.paired import half_width, log_ratios
 
@@ -141,3 +142,19 @@ def test_the_round_clock_takes_out_the_time_a_cpu_hog_on_the_same_cpu_takes():
     # the round clock: most of the hog's share removed (what stays is real: caches refilled after each switch, which
     # grows with the machine's load: x1.23 at a load of 5)
     assert clock_ratio - 1 < 0.4 * (wall_ratio - 1), (clock_ratio, wall_ratio)
+
+
+def test_sides_of_one_benchmark_make_the_same_calls_per_round_and_different_benchmarks_their_own():
+    """Calls per round set a round's shape (how many calls find the caches cold), so the sides of one A/B comparison
+    share them, sized for the quickest side; an entry and its limit (stored mode) keep their own."""
+    def sides():
+        return [FakeSide(1e-5), FakeSide(1.3e-5), FakeSide(0.8e-5), FakeSide(1e-5)]
+    budget = Budget(min_rounds=2, max_rounds=2)
+    quickest = iterations_for(0.8e-5, budget.round_s)  # 250 calls of 8 us make 2 ms
+    shared = time_alone_or_beside(sides(), [None] * 4, budget, spread, same_calls=True)
+    assert shared.iterations == (quickest,) * 4
+    own = time_alone_or_beside(sides(), [None] * 4, budget, spread)
+    assert own.iterations == tuple(iterations_for(t, budget.round_s) for t in (1e-5, 1.3e-5, 0.8e-5, 1e-5))
+    assert len(set(own.iterations)) == 3
+    fixed = time_alone_or_beside(sides(), [7, None, None, 3], budget, spread, same_calls=True)
+    assert fixed.iterations == (7, quickest, quickest, 3)  # calls the benchmark set itself (pedantic) stay its own

@@ -7,19 +7,19 @@ numpy.copyto of 1 MiB 12.5% apart in one pair of processes, while the next pair 
 on several pairs at once and their per-pair ratios are pooled. The median of the pooled ratios moves only when most
 process pairs agree; one unlucky pair cannot make a verdict.
 
-For each benchmark every worker sets it up (concurrently), each worker's calls per round are calibrated to rounds of
-the same length, and rounds go A1 B1 A2 B2 ... then B1 A1 B2 A2 ... (``harness.paired.engine.round_order``), so the
-two rounds of a pair are always adjacent, each side goes first in every other pair, and no worker follows itself, on
-the same CPUs (as many as the benchmark runs threads), until the CI of the median per-pair ratio is narrow enough or
-the benchmark's time budget is spent. Entries get ENTRY_BUDGET on every process pair; limits and peers, the same code
-on both sides, only show whether the two environments differ and get CONTROL_BUDGET on the first process pair (their
-setup costs as much on every worker, and a verdict of theirs never fails the run). An entry still undecided after
-its budget and extension (``Undecided``), or that looks changed, is timed again on as many process pairs more,
-started for the first such entry, and its rounds from both blocks are pooled: a change seen on one set of process
-pairs counts only once a second set shows it too, as three pairs of unchanged code that a state scatters can agree by
-chance (x1.072, 1.069, 1.058 on a CLOUD launch under a CPU hog); one still undecided on those gets a third set
-(MORE_BLOCKS). A benchmark on one side only is timed alone on that side's
-first worker, so the report lists it as new or missing with its figures, never judged.
+For each benchmark every worker sets it up (concurrently), every worker makes the same calls per round (calibrated so
+that a round of the quickest lasts ``Budget.round_s``), and rounds go A1 B1 A2 B2 ... then B1 A1 B2 A2 ...
+(``harness.paired.engine.round_order``), so the two rounds of a pair are always adjacent, each side goes first in
+every other pair, and no worker follows itself, on the same CPUs (as many as the benchmark runs threads), until the
+CI of the median per-pair ratio is narrow enough or the benchmark's time budget is spent. Entries get ENTRY_BUDGET on
+every process pair; limits and peers, the same code on both sides, only show whether the two environments differ and
+get CONTROL_BUDGET on the first process pair (their setup costs as much on every worker, and a verdict of theirs
+never fails the run). An entry still undecided after its budget and extension (``Undecided``), or that looks changed,
+is timed again on as many process pairs more, started for the first such entry, and its rounds from both blocks are
+pooled: a change seen on one set of process pairs counts only once a second set shows it too, as three pairs of
+unchanged code that a state scatters can agree by chance (x1.072, 1.069, 1.058 on a CLOUD launch under a CPU hog);
+one still undecided on those gets a third set (MORE_BLOCKS). A benchmark on one side only is timed alone on that
+side's first worker, so the report lists it as new or missing with its figures, never judged.
 """
 
 from __future__ import annotations

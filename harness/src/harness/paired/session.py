@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from harness.paired.engine import Budget, RoundFailed, Rounds, Side, calibrate, iterations_for, measure
-from harness.paired.process import WorkerError, WorkerProcess
+from harness.paired.process import WorkerError, WorkerProcess, close_all
 
 __all__ = ["FAILED", "PASSED", "SKIPPED", "Collected", "Finished", "Outcome", "WorkerSpec", "collected", "finish", "finish_all",
            "open_workers", "run_same", "start", "start_all", "time_alone_or_beside"]
@@ -124,9 +124,7 @@ def run_same(sides: Sequence[Side], nodeid: str, budget: Budget, spread: Callabl
     tests finish; ``undecided``: ``measure``'s); a worker whose test ends before its timed call (skip, failure) makes
     the others skip theirs.
 
-    Each side's calls per round are calibrated on its own, so the rounds of both last about ``budget.round_s``: on a
-    loaded machine a round longer than a scheduler time slice is preempted more often than a short one, so rounds of
-    unequal length would skew the ratio of a large change (a 2x slower version measured 6x slower at load 9)."""
+    Every side makes the same calls per round (``time_alone_or_beside``'s ``same_calls``)."""
     workers = [side.worker for side in sides]
     if cpus is not None:
         _unpin(workers)
@@ -143,7 +141,8 @@ def run_same(sides: Sequence[Side], nodeid: str, budget: Budget, spread: Callabl
                     for w, m in zip(workers, ready)]
         return Outcome(nodeid, tuple(finished), None)
     try:
-        rounds = time_alone_or_beside(sides, [m["iterations"] for m in ready], budget, spread, undecided)
+        rounds = time_alone_or_beside(sides, [m["iterations"] for m in ready], budget, spread, undecided,
+                                      same_calls=True)
     except RoundFailed as failure:
         failed = Finished.of(failure.done)
         why = f"it failed in a timed round on {failure.worker.label}"
@@ -163,13 +162,22 @@ def _unpin(workers: Sequence[WorkerProcess]) -> None:
 
 def time_alone_or_beside(sides: Sequence[Side], fixed: Sequence[int | None], budget: Budget,
                          spread: Callable[[list[np.ndarray]], float],
-                         undecided: Callable[[list[np.ndarray]], bool] | None = None) -> Rounds:
+                         undecided: Callable[[list[np.ndarray]], bool] | None = None,
+                         same_calls: bool = False) -> Rounds:
     """Time ready benchmarks in alternation (or one alone), each side with its own calls per round (``fixed[i]``
-    when the benchmark set them, else calibrated to ``budget.round_s``)."""
-    calls = []
-    for side, own in zip(sides, fixed):
-        per_call = calibrate([side], budget.round_s, own)[0]
-        calls.append(own if own is not None else iterations_for(per_call, budget.round_s))
+    when the benchmark set them, else calibrated to ``budget.round_s``), or with ``same_calls`` (the sides run the
+    same benchmark) all with the calls that make a round of the quickest side last ``budget.round_s``.
+
+    A benchmark's time per call can depend on how many calls a round makes (the first call of a round finds the
+    caches as the other worker left them; a server's reply overlaps the next request), so sides of one benchmark
+    calibrated apart compare rounds of different shapes, and calibration noise alone sets their calls apart: in one
+    planted x1.1 run, 5 against 3 calls read x1.25 on a CLOUD exec-wait, 19 against 15 x1.6 on a 1 MiB copy, and
+    4 against 5 x1.09 on a 1M-element add. Rounds of a slower side are then longer, which the run-queue-corrected
+    clock (``harness.paired.worker.RunClock``) keeps from counting its neighbours' time."""
+    per_call = [calibrate([side], budget.round_s, own)[0] for side, own in zip(sides, fixed)]
+    shared = iterations_for(min(per_call), budget.round_s)
+    calls = [own if own is not None else shared if same_calls else iterations_for(t, budget.round_s)
+             for own, t in zip(fixed, per_call)]
     return measure(sides, calls, budget, spread, undecided)
 
 
@@ -201,5 +209,4 @@ def open_workers(specs: Sequence[WorkerSpec], pytest_args: Sequence[Sequence[str
             worker.kill()
         raise
     finally:
-        for worker in workers:
-            worker.close()
+        close_all(workers)
