@@ -212,6 +212,8 @@ def test_an_entry_its_process_pairs_dispute_is_timed_on_as_many_more(root, slow_
                  if r["name"] == "test_entry"]
     timed = [count for count, _ in b_entry["options"]["pair_blocks"]]
     assert timed in blocks and b_entry["options"]["process_pairs"] == sum(timed)
+    first_rounds = b_entry["options"]["pair_blocks"][0][1]
+    assert all(rounds <= first_rounds for _, rounds in b_entry["options"]["pair_blocks"][1:])
     expected = [2.0 if str(seed) in slow_seeds else 1.0 for seed in range(sum(timed))]
     assert entry["process_ratios"] == pytest.approx(expected, rel=0.25)
     assert (root / "out" / "logs" / f"B{sum(timed)}.log").exists()

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from harness.paired.ab import ENTRY_BUDGET, Undecided, entry_precision
+from harness.paired.ab import ENTRY_BUDGET, Undecided, entry_precision, more_pairs_budget
 from harness.paired.engine import STOP_BUDGET, STOP_EXTENDED, Budget, measure
 
 SIDES = [0, 1, 0, 1, 0, 1]  # three process pairs: A1 B1 A2 B2 A3 B3
@@ -99,3 +99,13 @@ def test_an_entry_is_precise_enough_at_half_the_minimum_effect_or_its_budget_s_o
     assert entry_precision(ENTRY_BUDGET, 0.01).precision == math.log1p(0.01) / 2
     assert entry_precision(ENTRY_BUDGET, 0.10).precision == 0.015
     assert entry_precision(ENTRY_BUDGET, 0.0) == ENTRY_BUDGET
+
+
+def test_a_later_set_of_process_pairs_takes_no_more_rounds_per_pair_than_the_first():
+    """Pooled, a later set that ran on where the first stopped would outweigh it (190 rounds per pair against 40)."""
+    budget = ENTRY_BUDGET  # 24 pairs at least, 12 s of extension
+    assert more_pairs_budget(budget, 3, 40) == Budget(seconds=6.0, confidence=0.95, min_rounds=8, max_rounds=40,
+                                                     undecided_seconds=0.0, precision=0.015)
+    assert more_pairs_budget(budget, 3, 5).max_rounds == 8  # never below its least rounds
+    assert more_pairs_budget(budget, 3, 10**6).max_rounds == budget.max_rounds
+    assert more_pairs_budget(budget, 6, 40).min_rounds == 4
