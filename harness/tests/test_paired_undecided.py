@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from harness.paired.ab import ENTRY_BUDGET, Undecided, entry_precision, more_pairs_budget
+from harness.paired.ab import ENTRY_BUDGET, Undecided, _time_more, entry_precision, more_pairs_budget
 from harness.paired.engine import STOP_BUDGET, STOP_EXTENDED, Budget, measure
 
 SIDES = [0, 1, 0, 1, 0, 1]  # three process pairs: A1 B1 A2 B2 A3 B3
@@ -109,3 +109,22 @@ def test_a_later_set_of_process_pairs_takes_no_more_rounds_per_pair_than_the_fir
     assert more_pairs_budget(budget, 3, 5).max_rounds == 8  # never below its least rounds
     assert more_pairs_budget(budget, 3, 10**6).max_rounds == budget.max_rounds
     assert more_pairs_budget(budget, 6, 40).min_rounds == 4
+
+
+class _Block:
+    """What ``_time_more`` asks of a block: its pooled log ratios and its process pairs."""
+
+    def __init__(self, d: np.ndarray, pairs: int = 3) -> None:
+        self.d, self.pairs = d, pairs
+
+    def log_ratios(self) -> np.ndarray:
+        return self.d
+
+
+def test_an_entry_that_reads_unchanged_gets_more_process_pairs_unless_its_ci_rules_out_the_minimum_effect():
+    tight = np.log(np.linspace(1.0, 1.02, 60))  # x1.01, CI [1.007, 1.013]
+    wide = np.log(np.linspace(0.94, 1.10, 60))  # x1.02, CI [0.997, 1.043]: a 5% change is not ruled out
+    assert RULE.unchanged(tight) and RULE.rules_out_min_effect(tight)
+    assert RULE.unchanged(wide) and not RULE.rules_out_min_effect(wide)
+    assert _time_more([_Block(tight)], RULE) is None  # type: ignore[list-item]
+    assert _time_more([_Block(wide)], RULE) == "undecided"  # type: ignore[list-item]
