@@ -170,10 +170,10 @@ def time_alone_or_beside(sides: Sequence[Side], fixed: Sequence[int | None], bud
 
     A benchmark's time per call can depend on how many calls a round makes (the first call of a round finds the
     caches as the other worker left them; a server's reply overlaps the next request), so sides of one benchmark
-    calibrated apart compare rounds of different shapes, and calibration noise alone sets their calls apart: in one
-    planted x1.1 run, 5 against 3 calls read x1.25 on a CLOUD exec-wait, 19 against 15 x1.6 on a 1 MiB copy, and
-    4 against 5 x1.09 on a 1M-element add. Rounds of a slower side are then longer, which the run-queue-corrected
-    clock (``harness.paired.worker.RunClock``) keeps from counting its neighbours' time."""
+    calibrated apart compare rounds of different shapes, and calibration noise alone sets their calls apart: a
+    planted x1.1 read x1.249 on a CLOUD exec-wait at 5 calls per round of A against 3 of B, and x1.102 at the same
+    calls. Rounds of a slower side are then longer, which the run-queue-corrected clock
+    (``harness.paired.worker.RunClock``) keeps from counting its neighbours' time."""
     per_call = [calibrate([side], budget.round_s, own)[0] for side, own in zip(sides, fixed)]
     shared = iterations_for(min(per_call), budget.round_s)
     calls = [own if own is not None else shared if same_calls else iterations_for(t, budget.round_s)
