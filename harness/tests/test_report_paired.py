@@ -210,7 +210,7 @@ def test_a_b_files_with_blocks_of_process_pairs_are_judged_on_all_of_them():
     ({"others_cpus": "0.9"}, "options.others_cpus must be a number >= 0, got '0.9'"),
     ({"side B": {"process_pairs": 4}}, "the two sides' process_pairs/pair_blocks differ"),
 ])
-def test_a_malformed_runner_layout_gives_no_verdict_not_an_unvetoed_one(options, why):
+def test_a_malformed_runner_layout_is_not_judged_not_an_unvetoed_verdict(options, why):
     """Pair 0 reads x1.000, pairs 1 and 2 x1.10: the process pairs veto the pooled regression. A layout the report
     cannot use (or one side's differing) must not drop that veto silently: no verdict, and it says why."""
     a, b = three_process_pairs((1.0, 1.1, 1.1), 1.0)
@@ -221,7 +221,7 @@ def test_a_malformed_runner_layout_gives_no_verdict_not_an_unvetoed_one(options,
         record["options"].update(options.get("side B", options))
     result = compare(b, a)
     [entry] = [c for c in result.comparisons if c.fullname == ENTRY]
-    assert entry.verdict is Verdict.UNCHANGED and not result.failed
+    assert entry.verdict is Verdict.UNJUDGED and not result.failed  # not counted as unchanged (a breaker's x1.3 was)
     assert entry.note.startswith("the runner's options are unusable (") and why in entry.note
     assert entry.note.endswith("): no verdict")
 

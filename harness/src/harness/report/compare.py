@@ -329,10 +329,10 @@ def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Setting
         d = _pair_ratios(now, before)
     except ValueError as exc:
         note = f"its rounds do not pair up ({exc}): no verdict"
-        return BenchmarkComparison(name, Verdict.UNCHANGED, kind, threshold, now, before, note=note)
+        return BenchmarkComparison(name, Verdict.UNJUDGED, kind, threshold, now, before, note=note)
     if d.size == 0:
         note = "no per-round data on one side: no verdict"
-        return BenchmarkComparison(name, Verdict.UNCHANGED, kind, threshold, now, before, note=note)
+        return BenchmarkComparison(name, Verdict.UNJUDGED, kind, threshold, now, before, note=note)
     verdict: Paired = judge(d, alpha=settings.alpha, confidence=settings.confidence, min_effect=settings.min_effect,
                             p_value=adjusted_p)
     try:
@@ -341,7 +341,7 @@ def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Setting
         shared = _cpus_shared(now, before)
     except ValueError as exc:
         note = f"the runner's options are unusable ({exc}): no verdict"
-        return BenchmarkComparison(name, Verdict.UNCHANGED, kind, threshold, now, before, note=note)
+        return BenchmarkComparison(name, Verdict.UNJUDGED, kind, threshold, now, before, note=note)
     said = _ab_note(verdict, kind, settings, bool(cur.harness.get("planted")))
     if shared:
         said, verdict = shared, replace(verdict, verdict=Verdict.UNJUDGED)
