@@ -33,9 +33,9 @@ import pytest
 
 from harness.benchmarks.kernels import empty_kernel
 from harness.benchmarks.measure import HOST, check_equal, probe, random_bytes, record_rate, record_time, run
-from runtime_backends.cloud.device import CloudDevice
-from runtime_backends.cloud.framing import BodyBuilder
-from runtime_backends.cloud.protocol import CopyOut, encode_requests
+from runtime_backends.cloud.client.device import CloudDevice
+from runtime_backends.cloud.wire.framing import BodyBuilder
+from runtime_backends.cloud.wire.protocol import CopyOut, encode_requests
 from runtime_core.allocator import LRUAllocator
 from runtime_core.buffer import Buffer
 from runtime_core.device import Device

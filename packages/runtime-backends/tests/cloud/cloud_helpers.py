@@ -12,7 +12,7 @@ import http.client
 import struct
 from dataclasses import dataclass
 
-from runtime_backends.cloud.limits import Limits
+from runtime_backends.cloud.server.limits import Limits
 from runtime_backends.python.device import PythonRenderer
 from runtime_core.dtype import dtypes
 from runtime_core.ir import Kernel, KernelBuilder

@@ -10,7 +10,7 @@ import pytest
 from cloud_helpers import SMALL
 from hypothesis import HealthCheck, settings
 
-from runtime_backends.cloud.server import CloudServer
+from runtime_backends.cloud.server.app import CloudServer
 
 FUZZ_EXAMPLES = int(os.environ.get("CLOUD_FUZZ_EXAMPLES", "150"))
 """Examples per property test: small by default (tests-cpu); ``nox -s tests-cloud`` raises it (>= 10,000 in all)."""

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from runtime_backends.cloud.server import CloudServer
+from runtime_backends.cloud.server.app import CloudServer
 
 
 def _serve(*args: str) -> subprocess.Popen[str]:

@@ -17,11 +17,11 @@ from cloud_helpers import SMALL, post, wire_body
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime_backends.cloud import protocol as P
-from runtime_backends.cloud.framing import BodyDecoder, FramingError, blob_header, decode_body
-from runtime_backends.cloud.limits import Limits
-from runtime_backends.cloud.literal import decode_requests
-from runtime_backends.cloud.server import CloudServer
+from runtime_backends.cloud.server.app import CloudServer
+from runtime_backends.cloud.server.limits import Limits
+from runtime_backends.cloud.wire import protocol as P
+from runtime_backends.cloud.wire.framing import BodyDecoder, FramingError, blob_header, decode_body
+from runtime_backends.cloud.wire.literal import decode_requests
 
 # the decoder silences the tokenizer's warnings about hostile texts; pytest records warnings its own way
 pytestmark = [pytest.mark.filterwarnings("ignore::SyntaxWarning"),

@@ -10,8 +10,8 @@ import time
 
 from cloud_helpers import spec, wire_body
 
-from runtime_backends.cloud.limits import Limits
-from runtime_backends.cloud.server import CloudServer
+from runtime_backends.cloud.server.app import CloudServer
+from runtime_backends.cloud.server.limits import Limits
 
 RENDERER = b"GET /renderer HTTP/1.1\r\nHost: x\r\n\r\n"
 

@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 from cloud_helpers import add_n_kernel, python_source
 
-from runtime_backends.cloud.device import CloudDevice
-from runtime_backends.cloud.server import CloudServer
+from runtime_backends.cloud.client.device import CloudDevice
+from runtime_backends.cloud.server.app import CloudServer
 from runtime_core.buffer import Buffer
 from runtime_core.dtype import dtypes
 

@@ -11,11 +11,11 @@ from dataclasses import fields
 import pytest
 from cloud_helpers import spec
 
-from runtime_backends.cloud import protocol as P
-from runtime_backends.cloud.framing import BodyBuilder, BodyDecoder, FramingError, blob_header, decode_body
-from runtime_backends.cloud.limits import Limits
-from runtime_backends.cloud.literal import LiteralError, decode_requests
-from runtime_backends.cloud.renderers import RendererRefused, describe_renderer, resolve_renderer
+from runtime_backends.cloud.server.limits import Limits
+from runtime_backends.cloud.wire import protocol as P
+from runtime_backends.cloud.wire.framing import BodyBuilder, BodyDecoder, FramingError, blob_header, decode_body
+from runtime_backends.cloud.wire.literal import LiteralError, decode_requests
+from runtime_backends.cloud.wire.renderers import RendererRefused, describe_renderer, resolve_renderer
 from runtime_backends.python.device import PythonRenderer
 from runtime_core.buffer_spec import BufferSpec as CoreBufferSpec
 
@@ -219,7 +219,7 @@ def test_renderer_is_described_as_module_class_args() -> None:
 @pytest.mark.parametrize("description, match", [
     (["tinygrad.renderer.cstyle", "ClangRenderer", []], "not one of this project's backends"),
     (["os", "system", []], "not one of this project's backends"),
-    (["runtime_backends.cloud.device", "CloudDevice", []], "not one of this project's backends"),
+    (["runtime_backends.cloud.client.device", "CloudDevice", []], "not one of this project's backends"),
     (["runtime_backends.python.device", "PythonDevice", []], "is not a Renderer"),
     (["runtime_backends.python.device", "Renderer", []], "is not a Renderer defined in"),  # imported there, not ours
     (["runtime_backends.nosuch.renderer", "R", []], "cannot be imported"),

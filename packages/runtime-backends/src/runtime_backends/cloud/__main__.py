@@ -9,8 +9,8 @@ import signal
 import sys
 import threading
 
-from runtime_backends.cloud.limits import Limits
-from runtime_backends.cloud.server import DEFAULT_PORT, CloudServer
+from runtime_backends.cloud.server.app import DEFAULT_PORT, CloudServer
+from runtime_backends.cloud.server.limits import Limits
 
 
 def _port(text: str) -> int:
@@ -36,10 +36,14 @@ def _parser() -> argparse.ArgumentParser:
                             ("max_session_bytes", "bytes of buffers one session may hold"),
                             ("max_sessions", "sessions held at once"),
                             ("idle_timeout_s", "seconds an idle keep-alive connection stays open"),
-                            ("session_timeout_s", "seconds after which an idle session is ended and freed")):
-        kind = float if name.endswith("_s") else int
+                            ("session_timeout_s", "seconds after which an idle session is ended and freed"),
+                            ("memory_budget_bytes", "bytes of buffers and bodies of all sessions together"),
+                            ("max_kernel_seconds", "device seconds one batch may take before its session is stopped")):
+        kind = float if name.endswith(("_s", "seconds")) else int
         serve.add_argument("--" + name.replace("_", "-"), type=kind, default=getattr(defaults, name),
                            help=f"{help_text} (default {getattr(defaults, name)})")
+    serve.add_argument("--stop-on-stdin-eof", action="store_true",
+                       help="stop when standard input closes (a client that started this server for itself)")
     serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return parser
 
@@ -51,17 +55,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         limits = Limits(max_body_bytes=args.max_body_bytes, max_session_bytes=args.max_session_bytes,
                         max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout_s,
-                        session_timeout_s=args.session_timeout_s)
+                        session_timeout_s=args.session_timeout_s, memory_budget_bytes=args.memory_budget_bytes,
+                        max_kernel_seconds=args.max_kernel_seconds)
         server = CloudServer(args.device, host=args.host, port=args.port, token=os.environ.get("CLOUD_TOKEN") or None,
                              limits=limits).start()
     except (ValueError, OSError, RuntimeError) as e:
         print(f"error: cannot start the CLOUD server: {e}", file=sys.stderr)
         return 1
-    print(f"serving {server.dev.device} on http://{server.address} (token {'required' if server.token else 'off'}); "
+    print(f"serving {server.device} on http://{server.address} (token {'required' if server.token else 'off'}); "
           f"clients: CLOUD=1 HOST={server.address}", flush=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    if args.stop_on_stdin_eof:
+        threading.Thread(target=lambda: (sys.stdin.buffer.read(), stop.set()), daemon=True).start()
     stop.wait()
     server.close()
     return 0

@@ -21,9 +21,9 @@ import re
 import threading
 from dataclasses import dataclass
 
-from runtime_backends.cloud.client import CloudError, Link, Reply
-from runtime_backends.cloud.framing import BodyBuilder
-from runtime_backends.cloud.protocol import (
+from runtime_backends.cloud.client.link import CloudError, Link, Reply
+from runtime_backends.cloud.wire.framing import BodyBuilder
+from runtime_backends.cloud.wire.protocol import (
     SIGNATURE_HEADER,
     BufferAlloc,
     BufferFree,

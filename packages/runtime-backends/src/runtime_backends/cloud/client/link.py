@@ -1,10 +1,13 @@
 """The client's HTTP link to a CLOUD server: one keep-alive ``http.client`` connection, reconnects, deadlines.
 
-* Connecting retries with exponential backoff (20 ms doubling to 1 s) until ``connect_timeout_s``, then raises
-  :class:`CloudConnectionError` saying where it tried and how to start a server -- never forever.
-* A request on a connection that was kept alive and that the server has closed meanwhile (its idle timeout, or a
-  restart) fails before any answer arrives; it is sent once more on a new connection. A connection lost after the
-  answer began is reported, never resent (the batch ran).
+* Connecting retries with exponential backoff (20 ms doubling to 1 s) until ``connect_timeout_s`` (default 3 s),
+  then raises :class:`CloudConnectionError` saying which addresses it tried, how often, and how to start a server --
+  one line, no chained traceback.
+* Before a request goes out on a kept-alive connection, the connection is checked: one the server has closed
+  meanwhile (its idle timeout, or a restart) is replaced by a new one. Once a ``POST /batch`` has been written it is
+  never sent again -- batches are not idempotent (a second ``BufferAlloc`` of the same number fails, a launch runs
+  twice) -- so a connection lost after that raises :class:`CloudConnectionError` saying the batch's outcome is
+  unknown. A ``GET`` is retried once.
 * A server that accepts but does not answer raises :class:`CloudTimeoutError` after ``timeout_s``.
 * An error answer raises :class:`CloudError` with the server's status and message.
 
@@ -16,6 +19,8 @@ from __future__ import annotations
 import contextlib
 import http.client
 import logging
+import select
+import socket
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -74,7 +79,7 @@ class Link:
     """
 
     def __init__(self, host: str, *, session_id: str, token: str | None = None, timeout_s: float = 120.0,
-                 connect_timeout_s: float = 30.0) -> None:
+                 connect_timeout_s: float = 3.0) -> None:
         try:
             probe = http.client.HTTPConnection(host)
         except http.client.InvalidURL as e:
@@ -93,19 +98,18 @@ class Link:
         """Send ``method path`` with the concatenation of ``pieces`` as body (``POST``). When ``into`` is given and
         the answer has exactly ``into.nbytes`` bytes, they are read straight into it (``Reply.filled``)."""
         try:
-            response = self._send_retrying_stale(method, path, pieces)
+            response = self._send_checked(method, path, pieces)
         except CloudError:  # could not connect: its own message says where it tried and what to do
             raise
-        except (ConnectionError, http.client.BadStatusLine) as e:
+        except TimeoutError:
             self.close()
+            raise self._timeout(method, path) from None
+        except (OSError, http.client.HTTPException) as e:
+            self.close()
+            outcome = " The batch was sent whole or in part; whether the server ran it is unknown (it is not sent " \
+                      "again: batches are not idempotent)." if method == "POST" else ""
             raise CloudConnectionError(f"connection to CLOUD server {self.host} lost during {method} {path} before "
-                                       f"an answer: {type(e).__name__}: {e}") from e
-        except TimeoutError as e:
-            self.close()
-            raise self._timeout(method, path) from e
-        except OSError as e:
-            self.close()
-            raise CloudConnectionError(f"sending {method} {path} to CLOUD server {self.host} failed: {e}") from e
+                                       f"an answer: {type(e).__name__}: {e}.{outcome}") from None
         return self._receive(response, method, path, into)
 
     def close(self) -> None:
@@ -133,10 +137,13 @@ class Link:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise CloudConnectionError(
-                        f"cannot reach a CLOUD server at {self.host}: {e} ({attempts} attempts in "
-                        f"{time.monotonic() - start:.1f} s). Start one there with `python -m runtime_backends.cloud "
-                        f"serve --port PORT --device CPU` and set HOST=host:PORT, or unset HOST to use an in-process "
-                        f"server") from e
+                        f"cannot reach a CLOUD server at {self.host} ({_addresses(conn.host, conn.port)}): "
+                        f"{e.strerror or e} ({attempts} attempts in {time.monotonic() - start:.1f} s, "
+                        f"CLOUD_CONNECT_TIMEOUT={self.connect_timeout_s:g}). Start one there with `python -m "
+                        f"runtime_backends.cloud serve --port PORT --device CPU` and set HOST=host:PORT, or unset HOST "
+                        f"to start one for this process") from None
+                if attempts == 1:
+                    log.info("CLOUD server %s not reachable (%s); retrying for %.1f s", self.host, e, left)
                 time.sleep(min(delay, left))
                 delay = min(2 * delay, 1.0)
                 continue
@@ -144,15 +151,19 @@ class Link:
                 conn.sock.settimeout(self.timeout_s)
             return conn
 
-    def _send_retrying_stale(self, method: str, path: str, pieces: Sequence[Bytes]) -> http.client.HTTPResponse:
+    def _send_checked(self, method: str, path: str, pieces: Sequence[Bytes]) -> http.client.HTTPResponse:
+        """Send on a live connection: a kept-alive one the server has closed is replaced first; a ``GET`` that
+        fails is sent once more on a new connection, a ``POST`` never (see the module docstring)."""
+        if self._conn is not None and _dropped(self._conn):
+            log.debug("kept-alive connection to %s was closed by the server; reconnecting", self.host)
+            self.close()
         conn, reused = self._connection()
         try:
             return self._send(conn, method, path, pieces)
-        except (ConnectionError, http.client.BadStatusLine) as e:
-            if not reused:
+        except (ConnectionError, http.client.BadStatusLine):
+            if not reused or method == "POST":
                 raise
-            self.close()  # the server closed the kept-alive connection before this request reached it
-            log.debug("kept-alive connection to %s was closed by the server (%s); reconnecting", self.host, e)
+            self.close()
         conn, _ = self._connection()
         return self._send(conn, method, path, pieces)
 
@@ -177,13 +188,13 @@ class Link:
                 body, filled = b"", True
             else:
                 body, filled = response.read(), False
-        except TimeoutError as e:
+        except TimeoutError:
             self.close()
-            raise self._timeout(method, path) from e
+            raise self._timeout(method, path) from None
         except (OSError, http.client.HTTPException) as e:
             self.close()
             raise CloudConnectionError(f"connection to CLOUD server {self.host} lost while reading the answer to "
-                                       f"{method} {path}: {type(e).__name__}: {e}") from e
+                                       f"{method} {path}: {type(e).__name__}: {e}") from None
         if response.will_close:
             self.close()
         if response.status != 200:
@@ -223,6 +234,28 @@ class _Connection(http.client.HTTPConnection):
             self._gathering.append(data)
         else:
             super().send(data)
+
+
+def _dropped(conn: http.client.HTTPConnection) -> bool:
+    """Whether the server has closed a kept-alive connection (it is readable with no request outstanding: EOF, or
+    an unsolicited answer such as a server's notice before it closed)."""
+    if conn.sock is None:
+        return True
+    try:
+        readable, _, _ = select.select([conn.sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+def _addresses(host: str, port: int) -> str:
+    """The addresses ``host:port`` resolves to, for an error message (or why it does not resolve)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as e:
+        return f"{host} does not resolve: {e.strerror or e}"
+    shown = sorted({f"[{i[4][0]}]:{i[4][1]}" if i[0] == socket.AF_INET6 else f"{i[4][0]}:{i[4][1]}" for i in infos})
+    return "tried " + ", ".join(shown)
 
 
 def _error_class(status: int) -> type[CloudError]:

@@ -17,8 +17,9 @@ class Limits:
 
     Attributes:
         max_body_bytes: largest ``POST /batch`` body (``413`` beyond it, before any of it is read).
-        max_inflight_bytes: the bodies being received at once, all connections together (``503`` beyond it), so many
-            clients declaring huge bodies cannot exhaust memory together.
+        max_inflight_bytes: bytes of bodies received and not yet run, all connections together (``503`` beyond
+            it). Counted as they arrive, never as declared: a client that declares a huge body and sends nothing
+            holds nothing.
         max_header_bytes: request line plus headers (``431`` beyond it; h11's ``max_incomplete_event_size``).
         max_blobs: blobs in one body, the request list included.
         max_requests: requests in one request list.
@@ -31,6 +32,11 @@ class Limits:
         body_timeout_s: time to receive a whole body once its headers have arrived, and to send an answer (a client
             that does not read its answer is dropped after it).
         session_timeout_s: a session without a request for this long is ended and its buffers and programs freed.
+        memory_budget_bytes: buffers of all sessions and bodies being received, together (``507`` beyond it).
+        max_kernel_seconds: device time of one batch (its compiles, kernels and copies); beyond it the session's
+            worker is stopped and the session answered ``504`` (its buffers and programs are gone).
+        evict_idle_s: when the session table is full, a session idle for this long may be ended to make room for a
+            new one (the longest idle first), so idle sessions cannot lock new clients out.
     """
 
     max_body_bytes: int = 4 * GiB
@@ -46,11 +52,14 @@ class Limits:
     header_timeout_s: float = 10.0
     body_timeout_s: float = 300.0
     session_timeout_s: float = 3600.0
+    memory_budget_bytes: int = 32 * GiB
+    max_kernel_seconds: float = 300.0
+    evict_idle_s: float = 10.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
                 raise ValueError(f"Limits.{f.name} must be a positive finite number, got {value!r}")
-            if not f.name.endswith("_s") and not isinstance(value, int):
+            if not f.name.endswith(("_s", "_seconds")) and not isinstance(value, int):
                 raise ValueError(f"Limits.{f.name} must be an int, got {value!r}")

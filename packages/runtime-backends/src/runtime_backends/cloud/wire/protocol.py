@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from runtime_core.buffer_spec import BufferSpec as CoreBufferSpec
 
 __all__ = ["ProtocolError", "Image", "BufferSpec", "BufferAlloc", "BufferFree", "CopyIn", "CopyOut", "ProgramAlloc",
-           "ProgramFree", "ProgramExec", "Request", "REQUEST_TYPES", "IMAGE_KINDS", "SIGNATURE_HEADER", "encode_requests"]
+           "ProgramFree", "ProgramExec", "Request", "REQUEST_TYPES", "IMAGE_KINDS", "SIGNATURE_HEADER",
+           "RENDERER_HEADER", "WireBounds", "encode_requests"]
 
 MAX_NAME_CHARS = 256
 MAX_ARGS = 4096
@@ -33,7 +34,21 @@ IMAGE_KINDS = ("imagef", "imageh")
 SIGNATURE_HEADER = "cloud-program-signature"
 """Answer header of a batch whose last ProgramAlloc loaded a program that tells its argument counts, as
 ``buffers=N, vals=M``. An addition to the reference protocol: clients that do not know it ignore it."""
+RENDERER_HEADER = "cloud-renderer"
+"""Header of this project's ``GET /renderer`` answer with its own description of the renderer (the body names the
+reference's counterpart, which the reference's client accepts). An addition to the reference protocol: a server
+without it is the reference's, whose devices use the reference's calling conventions."""
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+class WireBounds(Protocol):
+    """The bounds a reader of bodies and request lists checks (the server's ``Limits`` has them)."""
+
+    max_body_bytes: int
+    max_blobs: int
+    max_literal_bytes: int
+    max_requests: int
+    max_depth: int
 
 
 class ProtocolError(ValueError):

@@ -1,19 +1,24 @@
 """CloudDevice: a device of another process or machine, driven over HTTP (entry point
-``runtime_backends.cloud.device:CloudDevice``).
+``runtime_backends.cloud.client.device:CloudDevice``).
 
 Names: ``CLOUD`` is the device served at ``$HOST``, or, without ``HOST``, an in-process server's device: ``$CLOUDDEV``,
 else the first device of ``runtime_core.device.default_order()`` that opens. ``CLOUD:<DEV>`` (``CLOUD:CPU``,
 ``CLOUD:PYTHON``) names the remote device: the in-process server serves ``<DEV>``; with ``HOST`` the server's renderer
 must target it. Environment:
 
-* ``HOST=host:port`` -- the server (``python -m runtime_backends.cloud serve``); unset: start one in this process, on a
-  free loopback port with a random token, for this device only;
+* ``HOST=host:port`` -- the server (``python -m runtime_backends.cloud serve``); unset: start one for this process
+  (``local``: a child process on a free loopback port with a random token, for this device only);
 * ``CLOUD_TOKEN`` -- the server's shared token, sent as ``Authorization: Bearer``;
-* ``CLOUD_TIMEOUT`` (seconds, default 120) -- how long to wait for an answer; ``CLOUD_CONNECT_TIMEOUT`` (default 30) --
+* ``CLOUD_TIMEOUT`` (seconds, default 120) -- how long to wait for an answer; ``CLOUD_CONNECT_TIMEOUT`` (default 3) --
   how long to keep retrying to reach the server.
 
-Kernels are rendered here with the server's renderer (``GET /renderer``, which must be one of this project's), and
-their source is compiled on the server through its device's compile cache.
+Kernels are rendered here with the server's renderer (``GET /renderer``; this project's own from the
+``cloud-renderer`` header), and their source is compiled on the server through its device's compile cache.
+
+Against the reference's own server (tinygrad 0.10.2: no such header) the answer is mapped to this project's renderer
+by a fixed table (``wire.renderers``); launches send ``None`` sizes where its device takes none (CPU); and kernels
+are not rendered here for its CPU device, whose programs take C parameters rather than this project's argument
+record: a C kernel written as ``void name(float* a, ..., int n)`` runs (``dev.runtime(name, source)``).
 """
 
 from __future__ import annotations
@@ -27,16 +32,17 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from runtime_backends.cloud.client import Link
-from runtime_backends.cloud.protocol import ProgramExec
-from runtime_backends.cloud.remote import RemoteSession
-from runtime_backends.cloud.renderers import resolve_renderer
-from runtime_backends.cloud.server import CloudServer
+from runtime_backends.cloud.client.link import Link, Reply
+from runtime_backends.cloud.client.local import LocalServer
+from runtime_backends.cloud.client.session import RemoteSession
+from runtime_backends.cloud.wire.protocol import RENDERER_HEADER, ProgramExec
+from runtime_backends.cloud.wire.renderers import ReferenceRenderer, resolve_reference, resolve_renderer
 from runtime_core.allocator import LRUAllocator
 from runtime_core.buffer_spec import BufferSpec
 from runtime_core.compiler import Compiler
 from runtime_core.device import Compiled, Device, DeviceError, default_order
 from runtime_core.program import check_launch
+from runtime_core.renderer import Renderer
 from runtime_core.sink import CopySink, HostSink
 
 __all__ = ["CloudDevice", "CloudAllocator", "CloudProgram", "SourceCompiler"]
@@ -115,8 +121,9 @@ class CloudProgram:
                  vals: Sequence[int] = (), wait: bool = False) -> float | None:
         if self.signature is not None:
             check_launch(self.name, bufs, vals, *self.signature, global_size, local_size)
-        return self.dev.remote.execute(ProgramExec(self.name, self.key[1], tuple(bufs), tuple(vals),
-                                                   tuple(global_size), tuple(local_size), bool(wait)))
+        sizes = (tuple(global_size), tuple(local_size)) if self.dev.launch_sizes else (None, None)
+        return self.dev.remote.execute(ProgramExec(self.name, self.key[1], tuple(bufs), tuple(vals), *sizes,
+                                                   bool(wait)))
 
 
 class CloudDevice(Compiled):
@@ -124,8 +131,11 @@ class CloudDevice(Compiled):
 
     Raises (construction): ``ValueError`` for a bad ``HOST`` or ``CLOUD:CLOUD``, or when ``HOST`` serves another
     device than the one named; ``CloudConnectionError`` when the server cannot be reached in time; ``CloudError``
-    when it refuses; ``RendererRefused`` when it names a renderer that is not this project's; the remote device's
-    error when an in-process server cannot open it.
+    when it refuses; ``RendererRefused`` when it names a renderer that is neither this project's nor mapped from the
+    reference's; ``DeviceError`` when a local server cannot open the device.
+
+    ``reference`` is the table row when the server is the reference's own (``None`` for this project's server);
+    ``launch_sizes`` whether launches send their sizes.
     """
 
     DEFAULT_PRIORITY = None  # only the default device when asked for: CLOUD=1
@@ -135,14 +145,15 @@ class CloudDevice(Compiled):
         if remote_name is not None and remote_name.partition(":")[0] == "CLOUD":
             raise ValueError(f"{device}: a CLOUD device cannot stand for another CLOUD device")
         host, token = os.environ.get("HOST", "").strip(), os.environ.get("CLOUD_TOKEN") or None
+        timeout_s, connect_s = _env_seconds("CLOUD_TIMEOUT", 120), _env_seconds("CLOUD_CONNECT_TIMEOUT", 3)
         server = None
         if not host:
-            server = CloudServer(remote_name or _local_device(), port=0, token=token or secrets.token_hex(16)).start()
+            server = LocalServer(remote_name or _local_device())
             host, token = server.address, server.token
         try:
-            link = Link(host, session_id=secrets.token_hex(16), token=token, timeout_s=_env_seconds("CLOUD_TIMEOUT", 120),
-                        connect_timeout_s=_env_seconds("CLOUD_CONNECT_TIMEOUT", 30))
-            renderer = resolve_renderer(_json(link.get("/renderer").body, host))
+            link = Link(host, session_id=secrets.token_hex(16), token=token, timeout_s=timeout_s,
+                        connect_timeout_s=connect_s)
+            renderer, self.reference = _renderer(link.get("/renderer"), host)
             if remote_name and server is None and renderer is not None and renderer.device \
                     and renderer.device != remote_name.partition(":")[0]:
                 raise ValueError(f"{device}: the server at HOST={host} serves a {renderer.device} device, not "
@@ -152,6 +163,9 @@ class CloudDevice(Compiled):
                 server.close()
             raise
         self.host, self.remote, self.server = host, RemoteSession(link), server
+        self.launch_sizes = self.reference is None or self.reference.launch_sizes
+        if renderer is not None and self.reference is not None and not self.reference.launch_sizes:
+            renderer = _ForeignOnly(renderer, host)
         runs = renderer is not None
         super().__init__(device, CloudAllocator(self), renderer, SourceCompiler() if runs else None,
                          functools.partial(CloudProgram, self) if runs else None)
@@ -175,10 +189,43 @@ class CloudDevice(Compiled):
         self.closed = True
 
 
-def _shutdown(remote: RemoteSession, server: CloudServer | None) -> None:
-    remote.close(send=server is None)  # an in-process server frees the session's memory itself as it stops
+def _shutdown(remote: RemoteSession, server: LocalServer | None) -> None:
+    remote.close(send=server is None)  # a local server frees the session's memory itself as it stops
     if server is not None:
         server.close()
+
+
+def _renderer(reply: Reply, host: str) -> tuple[Renderer | None, ReferenceRenderer | None]:
+    """The renderer of a ``GET /renderer`` answer, and the reference table's row when the server is the reference's."""
+    native = reply.headers.get(RENDERER_HEADER)
+    if native is not None:
+        return resolve_renderer(_json(native.encode(), host)), None
+    description = _json(reply.body, host)
+    if isinstance(description, list) and description and str(description[0]).startswith("runtime_backends."):
+        return resolve_renderer(description), None  # this project's server from before the header
+    if description is None:
+        return None, None
+    renderer, row = resolve_reference(description)
+    log.info("CLOUD server %s is the reference's own (%s.%s); rendering with %s", host, *row.theirs,
+             type(renderer).__name__)
+    return renderer, row
+
+
+class _ForeignOnly(Renderer):
+    """The renderer of a reference server whose device calls kernels with C parameters (its CPU): it tells what the
+    device can do, and refuses to render, since this project's kernels take an argument record there."""
+
+    def __init__(self, inner: Renderer, host: str) -> None:
+        self.device, self.host = inner.device, host
+        for name in ("has_local", "has_shared", "global_max", "local_max", "shared_max", "dtypes"):
+            setattr(self, name, getattr(inner, name))
+
+    def render(self, kernel: Any) -> str:
+        raise NotImplementedError(
+            f"the CLOUD server at {self.host} is the reference's own (tinygrad), whose {self.device} device calls "
+            f"kernels with C parameters; this project's {self.device} kernels take an argument record, so they are "
+            f"not rendered for it. Serve with `python -m runtime_backends.cloud serve`, or load a C kernel written as "
+            f"void name(float* a, ..., int n) with dev.runtime(name, source)")
 
 
 def _local_device() -> str:

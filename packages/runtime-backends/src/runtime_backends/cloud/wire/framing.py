@@ -12,14 +12,14 @@ digest against the data, so a bad body is refused early and never held whole bef
 from __future__ import annotations
 
 import hashlib
+import mmap
 import struct
 import threading
 from collections.abc import Iterable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 
-from runtime_backends.cloud.limits import Limits
-from runtime_backends.cloud.protocol import ProtocolError
+from runtime_backends.cloud.wire.protocol import ProtocolError, WireBounds
 
 __all__ = ["DIGEST_BYTES", "HEADER_BYTES", "FramingError", "blob_header", "BodyBuilder", "BodyDecoder", "DecodedBody",
            "BufferPool", "decode_body"]
@@ -72,15 +72,16 @@ class BodyBuilder:
 
 
 class BufferPool:
-    """Large buffers (received blobs, copy-out answers) kept for reuse: a fresh 64 MiB buffer costs ~16,000 page
-    faults each time (as much as hashing it), a reused one none. Buffers below ``MIN_BYTES`` are not pooled; at most
-    ``max_bytes`` are kept idle. Thread-safe."""
+    """Large buffers (received blobs) kept for reuse: a fresh 64 MiB buffer costs ~16,000 page faults each time (as
+    much as hashing it), a reused one none. A new large buffer is an anonymous memory map, whose pages take memory
+    only once written: a blob that declares gigabytes and never sends them costs nothing. Buffers below
+    ``MIN_BYTES`` are not pooled; at most ``max_bytes`` are kept idle. Thread-safe."""
 
     MIN_BYTES = 1 << 20
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self._idle: list[bytearray] = []
+        self._idle: list[mmap.mmap] = []
         self._lock = threading.Lock()
 
     def take(self, nbytes: int) -> Blob:
@@ -93,14 +94,14 @@ class BufferPool:
                 best = min(fits, key=len)
                 self._idle.remove(best)
                 return memoryview(best)[:nbytes]
-        return memoryview(bytearray(nbytes))
+        return memoryview(mmap.mmap(-1, nbytes))
 
     def give(self, blobs: Iterable[Blob]) -> None:
         """Return buffers from :meth:`take` once nothing uses them any more."""
         with self._lock:
             for blob in blobs:
                 base = blob.obj if isinstance(blob, memoryview) else None
-                if isinstance(base, bytearray) and sum(map(len, self._idle)) + len(base) <= self.max_bytes \
+                if isinstance(base, mmap.mmap) and sum(map(len, self._idle)) + len(base) <= self.max_bytes \
                         and all(b is not base for b in self._idle):
                     self._idle.append(base)
 
@@ -126,7 +127,7 @@ class BodyDecoder:
     holds no blob at all. Memory is allocated per blob only after its length has been checked.
     """
 
-    def __init__(self, limits: Limits, total: int | None, pool: BufferPool | None = None,
+    def __init__(self, limits: WireBounds, total: int | None, pool: BufferPool | None = None,
                  hashing: Executor | None = None) -> None:
         self.limits, self.total, self.pool, self.hashing = limits, total, pool, hashing
         self._hashed = 0  # bytes of the open blob handed to the hasher
@@ -249,7 +250,7 @@ class BodyDecoder:
         return [*self._blobs.values(), *([self._data] if self._open else [])]
 
 
-def decode_body(body: Bytes | Iterable[Bytes], limits: Limits) -> DecodedBody:
+def decode_body(body: Bytes | Iterable[Bytes], limits: WireBounds) -> DecodedBody:
     """Decode a whole body (bytes, or an iterable of pieces); ``FramingError`` as :class:`BodyDecoder` says."""
     pieces = [body] if isinstance(body, (bytes, bytearray, memoryview)) else list(body)
     decoder = BodyDecoder(limits, sum(memoryview(p).nbytes for p in pieces))

@@ -6,11 +6,11 @@ keyword arguments. Everything else -- names, attributes, operators, floats, byte
 refused with a :class:`LiteralError` naming it. Nothing is ever imported, looked up or executed: the evaluator only
 constructs the whitelisted dataclasses, whose own checks validate every field.
 
-Bounds (``limits.Limits``) are checked before the work they bound. ``ast.parse`` costs ~1 KiB of memory per node, so
-a whole 16 MiB list of tiny elements would take gigabytes: the text is first split at its top-level commas by a
-scanner that knows string literals (so the number of requests is bounded before anything is parsed), each request is
-bounded in bytes and separators (which every AST node needs), and the requests are parsed in groups of at most
-``_GROUP_BYTES``. Nesting depth is checked while evaluating.
+Bounds (``protocol.WireBounds``, the server's ``Limits``) are checked before the work they bound. ``ast.parse`` costs
+~1 KiB of memory per node, so a whole 16 MiB list of tiny elements would take gigabytes: the text is first split at
+its top-level commas by a scanner that knows string literals (so the number of requests is bounded before anything is
+parsed), each request is bounded in bytes and separators (which every AST node needs), and the requests are parsed in
+groups of at most ``_GROUP_BYTES``. Nesting depth is checked while evaluating.
 """
 
 from __future__ import annotations
@@ -22,8 +22,16 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from runtime_backends.cloud.limits import Limits
-from runtime_backends.cloud.protocol import IMAGE_KINDS, MAX_ARGS, REQUEST_TYPES, BufferSpec, Image, ProtocolError, Request
+from runtime_backends.cloud.wire.protocol import (
+    IMAGE_KINDS,
+    MAX_ARGS,
+    REQUEST_TYPES,
+    BufferSpec,
+    Image,
+    ProtocolError,
+    Request,
+    WireBounds,
+)
 
 __all__ = ["LiteralError", "decode_requests", "CALLABLES"]
 
@@ -48,7 +56,7 @@ class LiteralError(ProtocolError):
     """A request list that is not a whitelisted literal, or exceeds a bound; the server answers ``400``."""
 
 
-def decode_requests(text: bytes | bytearray | memoryview, limits: Limits) -> list[Request]:
+def decode_requests(text: bytes | bytearray | memoryview, limits: WireBounds) -> list[Request]:
     """The requests of a request-list blob (UTF-8 text of a list literal).
 
     Raises :class:`LiteralError` (a ``ProtocolError``) for text that is too long, not UTF-8, not Python syntax, not a

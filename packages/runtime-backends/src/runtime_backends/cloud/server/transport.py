@@ -20,14 +20,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Protocol
 
 import h11
 
-from runtime_backends.cloud.limits import Limits
+from runtime_backends.cloud.server.limits import Limits
 
 __all__ = ["RequestHead", "Response", "HTTPError", "BodySink", "Handler", "HttpConnection"]
 
@@ -50,13 +50,19 @@ class RequestHead:
 @dataclass(frozen=True)
 class Response:
     """A response to send: ``status``, ``body`` and extra ``headers`` (name, value). ``sent`` is called once the body
-    has left the process (or the connection is gone): until then the transport may still read ``body``."""
+    has left the process (or the connection is gone): until then the transport may still read ``body``.
+
+    A streamed response has ``stream`` (its body's pieces, ``length`` bytes in all) instead of ``body``: each piece
+    is written once the client has taken the one before, so an answer costs the server one piece of memory. A stream
+    that fails or falls short drops the connection (the client sees the answer cut)."""
 
     status: int
     body: Bytes = b""
     content_type: str = "text/plain; charset=utf-8"
     headers: tuple[tuple[str, str], ...] = ()
     sent: Callable[[], None] | None = None
+    stream: AsyncIterator[Bytes] | None = None
+    length: int = 0
 
 
 class HTTPError(Exception):
@@ -114,6 +120,8 @@ class HttpConnection(asyncio.Protocol):
         self._head_request = False  # the request being answered is a HEAD (its answer carries no body)
         self._unsent: list[Callable[[], None]] = []  # ``sent`` callbacks of answers not yet written out
         self._chunked = False  # the request's body has no declared length
+        self._drained: asyncio.Future[None] | None = None  # a streamed answer waits on it while writing is paused
+        self.last_active = 0.0  # loop time of the last bytes received (the oldest idle connections are shed first)
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -127,6 +135,7 @@ class HttpConnection(asyncio.Protocol):
         self._arm(self.limits.idle_timeout_s, _IDLE)
 
     def data_received(self, data: bytes) -> None:
+        self.last_active = asyncio.get_running_loop().time()
         if self._phase == _IDLE:
             self._phase = _HEAD
             self._arm(self.limits.header_timeout_s, _HEAD)
@@ -138,7 +147,13 @@ class HttpConnection(asyncio.Protocol):
         self._pump()
         return True  # half-closed: the requests still buffered (or running) are answered; h11 then says closed
 
+    @property
+    def idle(self) -> bool:
+        """No request in progress and no answer being sent: the connection may be closed without losing anything."""
+        return self._phase == _IDLE and self._task is None and not self._write_paused
+
     def connection_lost(self, exc: Exception | None) -> None:
+        self._wake_writer()
         self._cancel_timer()
         self._drop_timer()
         self._flushed()
@@ -153,6 +168,7 @@ class HttpConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        self._wake_writer()
         self._flushed()
         if self._phase == _IDLE and self.transport is not None and not self.transport.is_closing():
             self._arm(self.limits.idle_timeout_s, _IDLE)
@@ -272,6 +288,8 @@ class HttpConnection(asyncio.Protocol):
         self._task = None
         if self.transport is not None and not self.transport.is_closing():
             self._respond(response)
+        elif response.stream is not None:
+            await _close_stream(response.stream)
 
     # answering
     def _respond(self, response: Response, close: bool = False) -> None:
@@ -280,24 +298,70 @@ class HttpConnection(asyncio.Protocol):
             return
         if response.sent is not None:
             self._unsent.append(response.sent)
-        headers = [("content-length", str(memoryview(response.body).nbytes)), ("content-type", response.content_type),
-                   *response.headers]
+        length = response.length if response.stream is not None else memoryview(response.body).nbytes
+        headers = [("content-length", str(length)), ("content-type", response.content_type), *response.headers]
         if close:
             headers.append(("connection", "close"))
         try:
             reason = HTTPStatus(response.status).phrase.encode()
             pieces: list[Bytes] = [self.h11.send(h11.Response(status_code=response.status, headers=headers,
                                                                reason=reason))]
+            if response.stream is not None and not self._head_request:
+                transport.write(b"".join(pieces))  # type: ignore[arg-type]
+                self._phase = _BUSY
+                transport.pause_reading()
+                self._task = asyncio.get_running_loop().create_task(self._stream(response.stream, transport))
+                return
             if memoryview(response.body).nbytes and not self._head_request:
                 data = h11.Data(data=response.body)  # type: ignore[arg-type]  # h11 passes any bytes-like through
                 pieces += self.h11.send_with_data_passthrough(data) or ()
             pieces.append(self.h11.send(h11.EndOfMessage()))
             _write(transport, pieces)
-            if transport.get_write_buffer_size() == 0:
-                self._flushed()
-            if self.h11.our_state is h11.MUST_CLOSE:
-                self._close_after_sending(transport)
-                return
+        except h11.LocalProtocolError as e:  # the request cannot be followed by another on this connection
+            log.debug("closing connection after the response: %s", e)
+            self._close_after_sending(transport)
+            return
+        self._next_cycle(transport)
+
+    async def _stream(self, stream: AsyncIterator[Bytes], transport: asyncio.Transport) -> None:
+        """Write a streamed body piece by piece, each once the client has taken the last; then the next request."""
+        try:
+            async for piece in stream:
+                if transport.is_closing():
+                    break
+                data = h11.Data(data=piece)  # type: ignore[arg-type]
+                for out in self.h11.send_with_data_passthrough(data) or ():
+                    transport.write(out)  # type: ignore[arg-type]
+                if self._write_paused:  # a client that does not take its answer is dropped after the send deadline
+                    self._arm(self.limits.body_timeout_s, _SEND)
+                    self._drained = asyncio.get_running_loop().create_future()
+                    await self._drained
+                    self._cancel_timer()
+            transport.write(self.h11.send(h11.EndOfMessage()))  # type: ignore[arg-type]
+        except Exception as e:  # the producer failed, or fell short of the declared length: cut the answer
+            log.warning("streamed answer cut: %s: %s", type(e).__name__, e)
+            self._task = None
+            transport.abort()
+            return
+        finally:
+            await _close_stream(stream)
+        self._task = None
+        if not transport.is_closing():
+            self._next_cycle(transport)
+
+    def _wake_writer(self) -> None:
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        self._drained = None
+
+    def _next_cycle(self, transport: asyncio.Transport) -> None:
+        """After an answer was written whole: close if the protocol says so, else wait for the next request."""
+        if transport.get_write_buffer_size() == 0:
+            self._flushed()
+        if self.h11.our_state is h11.MUST_CLOSE:
+            self._close_after_sending(transport)
+            return
+        try:
             self.h11.start_next_cycle()
         except h11.LocalProtocolError as e:  # the request cannot be followed by another on this connection
             log.debug("closing connection after the response: %s", e)
@@ -373,6 +437,13 @@ class HttpConnection(asyncio.Protocol):
                           close=True)
         else:
             self.transport.close()
+
+
+async def _close_stream(stream: AsyncIterator[Bytes]) -> None:
+    """Tell a stream's producer that no more pieces are taken (``aclose``, where it has one)."""
+    closer = getattr(stream, "aclose", None)
+    if closer is not None:
+        await closer()
 
 
 def _error_response(e: Exception) -> Response:

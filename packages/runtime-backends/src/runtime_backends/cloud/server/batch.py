@@ -12,21 +12,25 @@ A batch runs in three steps, so that a bad request never leaves half a batch app
    before it wrote; the error says which request failed.
 
 Errors are :class:`BatchError` with the HTTP status the server answers: 400 malformed, 404 unknown buffer or program,
-409 buffer number already in use, 413 buffer larger than the session bound, 422 compile error, 507 out of session or
-device memory, 500 anything else the device raised.
+409 buffer number already in use, 413 buffer larger than the session bound, 422 compile error or a source the
+compile sandbox refuses (``sandbox``), 507 out of session, server or device memory, 500 anything else the device raised.
+Buffers count against the server's :class:`~runtime_backends.cloud.server.budget.MemoryBudget` (the session's slot)
+from their allocation to their free.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime_backends.cloud.framing import Blob, BufferPool
-from runtime_backends.cloud.limits import Limits
-from runtime_backends.cloud.protocol import (
+from runtime_backends.cloud.server.budget import BudgetExceeded, MemoryBudget
+from runtime_backends.cloud.server.limits import Limits
+from runtime_backends.cloud.server.sandbox import SourceRefused, check_source, compiler_limits, compiler_message
+from runtime_backends.cloud.wire.framing import Blob, BufferPool
+from runtime_backends.cloud.wire.protocol import (
     BufferAlloc,
     BufferFree,
     CopyIn,
@@ -42,7 +46,7 @@ from runtime_core.compiler import CompileError
 from runtime_core.device import Compiled
 from runtime_core.program import check_launch
 
-__all__ = ["BatchError", "Session", "BatchResult", "run_batch", "release"]
+__all__ = ["BatchError", "Session", "BatchResult", "BufferRead", "run_batch", "read_chunks", "release"]
 
 log = logging.getLogger(__name__)
 ProgramKey = tuple[str, str]
@@ -65,15 +69,29 @@ class _Buffer:
 
 @dataclass
 class Session:
-    """What one client (one ``session`` cookie) holds on the server. Only the device thread touches ``buffers`` and
-    ``programs``; the server's event loop reads ``held_bytes``/``busy``/``last_used``."""
+    """What one client (one ``session`` cookie) holds on the server: its buffers and loaded programs, kept by the
+    session's worker process. ``budget``/``slot``: where its buffers are counted (``None``: not counted)."""
 
     sid: str
     buffers: dict[int, _Buffer] = field(default_factory=dict)
     programs: dict[ProgramKey, Any] = field(default_factory=dict)
     held_bytes: int = 0
-    busy: int = 0
     last_used: float = field(default_factory=time.monotonic)
+    budget: MemoryBudget | None = None
+    slot: int = 0
+
+    def take(self, nbytes: int, where: str) -> None:
+        """Count ``nbytes`` of a new buffer against the server's budget (``BatchError(507)`` when it is full)."""
+        if self.budget is not None:
+            try:
+                self.budget.take(self.slot, nbytes, where)
+            except BudgetExceeded as e:
+                raise BatchError(507, str(e)) from None
+
+    def give(self, nbytes: int) -> None:
+        """A buffer of ``nbytes`` is freed."""
+        if self.budget is not None:
+            self.budget.give(self.slot, nbytes)
 
     @property
     def empty(self) -> bool:
@@ -81,12 +99,26 @@ class Session:
 
 
 @dataclass(frozen=True)
-class BatchResult:
-    """``body``: the last CopyOut's bytes or the last waited ProgramExec's seconds as text (``b""`` when neither);
-    ``signature``: ``(buffers, vals)`` of the last ProgramAlloc's program when the device tells them. A body taken
-    from the ``pool`` given to :func:`run_batch` goes back to it once sent."""
+class BufferRead:
+    """The answer of a batch's last ``CopyOut`` when no later request of the batch touches its buffer: the buffer is
+    read when the answer is sent, in pieces (:func:`read_chunks`), instead of being copied whole first."""
 
-    body: Blob | bytes
+    dev: Compiled
+    buffer: _Buffer
+
+    @property
+    def nbytes(self) -> int:
+        return self.buffer.size
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """``body``: the last CopyOut's bytes (a :class:`BufferRead` when it can be read as it is sent) or the last waited
+    ProgramExec's seconds as text (``b""`` when neither); ``signature``: ``(buffers, vals)`` of the last
+    ProgramAlloc's program when the device tells them. A body taken from the ``pool`` given to :func:`run_batch` goes
+    back to it once sent."""
+
+    body: Blob | bytes | BufferRead
     signature: tuple[int, int] | None = None
 
 
@@ -112,11 +144,8 @@ def run_batch(dev: Compiled, session: Session, requests: list[Request], blobs: M
 
 def release(dev: Compiled, session: Session) -> None:
     """Free every buffer and program of ``session`` (it ended or timed out). Failures are logged, never raised."""
-    for num, buf in list(session.buffers.items()):
-        try:
-            dev.allocator.free(buf.opaque, buf.size, buf.spec)
-        except Exception as e:  # one bad free must not keep the rest of the session's memory
-            log.warning("session %s: freeing buffer %d failed: %s", session.sid[:8], num, e)
+    for buf in session.buffers.values():
+        _free_quietly(dev, buf, session)
     session.buffers.clear()
     session.programs.clear()
     session.held_bytes = 0
@@ -217,13 +246,21 @@ def _prepare(dev: Compiled, session: Session, requests: list[Request], blobs: Ma
                 key = (r.name, r.datahash)
                 _check_launch(plan.new_programs.get(key, session.programs.get(key)), r, i)
             elif isinstance(r, BufferAlloc):
-                spec = r.options.to_core()
-                plan.new_buffers[i] = _Buffer(_device_call(dev.allocator.alloc, r.size, spec, where=_where(i, r)),
-                                              r.size, spec)
+                plan.new_buffers[i] = _alloc(dev, session, r, _where(i, r))
     except BaseException:
-        _discard(dev, plan)
+        _discard(dev, session, plan)
         raise
     return plan
+
+
+def _alloc(dev: Compiled, session: Session, r: BufferAlloc, where: str) -> _Buffer:
+    spec = r.options.to_core()
+    session.take(r.size, where)
+    try:
+        return _Buffer(_device_call(dev.allocator.alloc, r.size, spec, where=where), r.size, spec)
+    except BaseException:
+        session.give(r.size)
+        raise
 
 
 def _load(dev: Compiled, r: ProgramAlloc, blob: Blob, i: int) -> Any:
@@ -232,9 +269,18 @@ def _load(dev: Compiled, r: ProgramAlloc, blob: Blob, i: int) -> Any:
         raise BatchError(400, f"{where}: device {dev.device} runs no programs (it has no compiler or runtime)")
     try:
         source = bytes(blob).decode("utf-8")
+        check_source(source)
     except UnicodeDecodeError as e:
         raise BatchError(400, f"{where}: program source is not UTF-8: {e}") from None
-    lib = _device_call(dev.compiler.compile_cached, source, where=where)
+    except SourceRefused as e:
+        raise BatchError(422, f"{where}: compile refused: {e}") from None
+    try:
+        with compiler_limits():
+            lib = dev.compiler.compile_cached(source)
+    except CompileError as e:
+        raise BatchError(422, f"{where}: compile error:\n{compiler_message(e)}") from None
+    except Exception as e:
+        raise _device_error(e, where) from None
     return _device_call(dev.runtime, r.name, lib, where=where)
 
 
@@ -262,9 +308,11 @@ def _apply(dev: Compiled, session: Session, requests: list[Request], blobs: Mapp
     journal = _Journal()
     body: Blob | bytes = b""
     signature = None
+    streamed = _streamed_copyout(requests)
     for i, r in enumerate(requests):
         try:
-            out = _apply_one(dev, session, r, blobs, plan, i, journal)
+            out = BufferRead(dev, session.buffers[r.buffer_num]) if i == streamed else \
+                _apply_one(dev, session, r, blobs, plan, i, journal)  # type: ignore[union-attr]
         except BaseException:
             _undo(dev, session, plan, journal)
             _give(plan, body)
@@ -275,8 +323,46 @@ def _apply(dev: Compiled, session: Session, requests: list[Request], blobs: Mapp
             _give(plan, body)  # an earlier answer that this one replaces
             body = out
     for _, buf in journal.freed:
-        _free_quietly(dev, buf, session.sid)
+        _free_quietly(dev, buf, session)
+    if isinstance(body, BufferRead):
+        _device_call(dev.synchronize, where="the answer's CopyOut")
     return BatchResult(body, signature)
+
+
+def _streamed_copyout(requests: list[Request]) -> int | None:
+    """Index of the CopyOut whose buffer can be read while its answer is sent: the batch's last output, with no later
+    request naming its buffer (which could change or free it before it is read)."""
+    for i in range(len(requests) - 1, -1, -1):
+        r = requests[i]
+        if isinstance(r, CopyOut):
+            later = requests[i + 1:]
+            return None if any(_names_buffer(x, r.buffer_num) for x in later) else i
+        if isinstance(r, ProgramExec) and r.wait:
+            return None
+    return None
+
+
+def _names_buffer(r: Request, num: int) -> bool:
+    if isinstance(r, (BufferAlloc, BufferFree, CopyIn, CopyOut)):
+        return r.buffer_num == num
+    return isinstance(r, ProgramExec) and num in r.bufs
+
+
+def read_chunks(read: BufferRead, chunk_bytes: int) -> Iterator[memoryview]:
+    """The bytes of ``read``'s buffer in pieces of at most ``chunk_bytes`` (each view is valid until the next is
+    taken): through ``_offset`` views where the allocator has them, else in one piece."""
+    dev, buf = read.dev, read.buffer
+    allocator = dev.allocator
+    if buf.size <= chunk_bytes or not allocator.supports("_offset"):
+        whole = bytearray(buf.size)
+        allocator._copyout(memoryview(whole), buf.opaque)
+        yield memoryview(whole)
+        return
+    piece = memoryview(bytearray(chunk_bytes))
+    for offset in range(0, buf.size, chunk_bytes):
+        n = min(chunk_bytes, buf.size - offset)
+        allocator._copyout(piece[:n], allocator._offset(buf.opaque, n, offset))
+        yield piece[:n]
 
 
 def _apply_one(dev: Compiled, session: Session, r: Request, blobs: Mapping[str, Blob], plan: _Plan, i: int,
@@ -346,7 +432,7 @@ def _undo(dev: Compiled, session: Session, plan: _Plan, journal: _Journal) -> No
         if session.buffers.get(num) is buf:
             del session.buffers[num]
             session.held_bytes -= buf.size
-        _free_quietly(dev, buf, session.sid)
+        _free_quietly(dev, buf, session)
     for num, buf in journal.freed:
         if id(buf) not in new:  # a buffer the batch both allocated and freed is not brought back
             session.buffers[num] = buf
@@ -354,7 +440,7 @@ def _undo(dev: Compiled, session: Session, plan: _Plan, journal: _Journal) -> No
     for key in journal.loaded:
         session.programs.pop(key, None)
     session.programs.update(journal.dropped)
-    _discard(dev, plan)
+    _discard(dev, session, plan)
 
 
 def _give(plan: _Plan, body: Blob | bytes) -> None:
@@ -362,18 +448,19 @@ def _give(plan: _Plan, body: Blob | bytes) -> None:
         plan.pool.give([body])
 
 
-def _discard(dev: Compiled, plan: _Plan) -> None:
+def _discard(dev: Compiled, session: Session, plan: _Plan) -> None:
     for buf in plan.new_buffers.values():
-        _free_quietly(dev, buf, "-")
+        _free_quietly(dev, buf, session)
     plan.new_buffers.clear()
     plan.new_programs.clear()
 
 
-def _free_quietly(dev: Compiled, buf: _Buffer, sid: str) -> None:
+def _free_quietly(dev: Compiled, buf: _Buffer, session: Session) -> None:
     try:
         dev.allocator.free(buf.opaque, buf.size, buf.spec)
-    except Exception as e:
-        log.warning("session %s: freeing %d bytes failed: %s", sid[:8], buf.size, e)
+    except Exception as e:  # one bad free must not keep the rest of the session's memory
+        log.warning("session %s: freeing %d bytes failed: %s", session.sid[:8], buf.size, e)
+    session.give(buf.size)
 
 
 def arg_counts(prg: Any) -> tuple[int, int] | None:
@@ -392,12 +479,16 @@ def _device_call(fn: Any, *args: Any, where: str, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
     except BatchError:
         raise
-    except CompileError as e:
-        raise BatchError(422, f"{where}: compile error: {e}") from e
-    except MemoryError as e:
-        raise BatchError(507, f"{where}: the device is out of memory: {e}") from e
-    except (ValueError, TypeError) as e:
-        raise BatchError(400, f"{where}: the device refused it: {type(e).__name__}: {e}") from e
     except Exception as e:
-        log.exception("%s failed on the device", where)
-        raise BatchError(500, f"{where}: the device failed: {type(e).__name__}: {e}") from e
+        raise _device_error(e, where) from e
+
+
+def _device_error(e: Exception, where: str) -> BatchError:
+    if isinstance(e, CompileError):
+        return BatchError(422, f"{where}: compile error:\n{compiler_message(e)}")
+    if isinstance(e, MemoryError):
+        return BatchError(507, f"{where}: the device is out of memory: {e}")
+    if isinstance(e, (ValueError, TypeError)):
+        return BatchError(400, f"{where}: the device refused it: {type(e).__name__}: {e}")
+    log.exception("%s failed on the device", where)
+    return BatchError(500, f"{where}: the device failed: {type(e).__name__}: {e}")

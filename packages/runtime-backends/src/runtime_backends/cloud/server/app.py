@@ -1,0 +1,500 @@
+"""``CloudServer``: one device of this machine served over HTTP with the CLOUD protocol.
+
+Endpoints (the reference system's): ``GET /renderer`` answers the device's renderer as JSON ``[module, class, args]``
+-- in the reference's names where this project's renderer has a counterpart there (``wire.renderers``), so
+tinygrad 0.10.2's own client accepts it, with this project's own description in the ``cloud-renderer`` header;
+``POST /batch`` takes a body of blobs (``framing``) ending with a request list (``literal``), runs it for the session
+named by the ``session`` cookie, and answers the last ``CopyOut``'s bytes (streamed as they are read), or the last
+waited ``ProgramExec``'s device seconds as text, or nothing. Errors are answered as HTTP errors whose text body says
+what was wrong; the server and the session stay usable. With a token (``CLOUD_TOKEN``) every request must carry
+``Authorization: Bearer <token>`` (else ``401``).
+
+Each session's device work runs in a worker process of its own (``worker``): a kernel that crashes or runs past
+``Limits.max_kernel_seconds`` ends its own session (``500 kernel crashed: SIGSEGV`` or ``504``), every other session
+goes on, and the operating system shares the cores among sessions. This process only receives, verifies and forwards;
+its event loop is never blocked by device work. A session ends when it holds nothing (the client freed everything,
+which is how a client closes it), when it has been idle for ``Limits.session_timeout_s``, or -- when the session
+table is full -- to make room for a new one once idle for ``Limits.evict_idle_s``. One memory budget
+(``budget``) counts every session's buffers and the bodies being received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import re
+import resource
+import struct
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from runtime_backends.cloud.server.budget import BudgetExceeded, MemoryBudget
+from runtime_backends.cloud.server.limits import Limits
+from runtime_backends.cloud.server.transport import Bytes, HttpConnection, HTTPError, RequestHead, Response
+from runtime_backends.cloud.server.worker import Worker, WorkerGone, WorkerReply, context
+from runtime_backends.cloud.wire.framing import BodyDecoder, BufferPool, DecodedBody, FramingError
+from runtime_backends.cloud.wire.protocol import RENDERER_HEADER, SIGNATURE_HEADER
+from runtime_backends.cloud.wire.renderers import describe_renderer, reference_description
+from runtime_core.device import Device
+
+__all__ = ["CloudServer", "DEFAULT_PORT"]
+
+log = logging.getLogger(__name__)
+DEFAULT_PORT = 6667
+_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+_POOL_BYTES = 256 << 20
+_WHOLE_BELOW = 1 << 20  # answers smaller than this are read from the worker whole, larger ones streamed
+_FD_RESERVE = 64  # descriptors kept free for workers, the listening socket and files when shedding connections
+_FDS_PER_SESSION = 4  # the worker's socket and process sentinel, and their transport's spare
+_LENGTH = struct.Struct("<Q")
+
+
+@dataclass
+class _Session:
+    """The server's record of a session: its worker (started at its first batch), and what the worker last said."""
+
+    sid: str
+    worker: Worker | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    busy: int = 0
+    held_bytes: int = 0
+    empty: bool = True
+    last_used: float = field(default_factory=time.monotonic)
+
+
+class CloudServer:
+    """Serves ``device`` (a device name of this machine, e.g. ``"CPU"``) on ``host:port``.
+
+    ``host`` defaults to the loopback interface: only this machine can connect unless told otherwise. ``port=0`` picks
+    a free port (see :attr:`port`). ``token``: the shared secret every request must present (``None``: no check).
+    ``limits``: the server's bounds (:class:`~runtime_backends.cloud.server.limits.Limits`).
+
+    Use :meth:`start` (a background thread; returns once listening) and :meth:`close`, or :meth:`serve_forever`.
+
+    Raises (construction): ``ValueError`` for a CLOUD device (a server cannot serve itself); whatever opening the
+    device raises (``DeviceError`` for an unknown backend, the backend's error when it is unavailable): the device is
+    opened once here to check it and describe its renderer, then by each session's worker.
+    """
+
+    def __init__(self, device: str = "CPU", *, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
+                 token: str | None = None, limits: Limits | None = None) -> None:
+        name = Device.canonicalize(device)
+        backend = name.partition(":")[0]
+        if backend == "CLOUD":
+            raise ValueError(f"a CLOUD server serves a device of this machine, not {name}; use --device CPU (or PYTHON, "
+                             f"CUDA...)")
+        probe = Device.backend_class(backend)(name)  # type: ignore[call-arg]
+        try:
+            self.device: str = probe.device
+            native = describe_renderer(probe.renderer)
+            self._renderer_json = json.dumps(reference_description(probe.renderer) or native).encode()
+            self._renderer_header = json.dumps(native)
+        finally:
+            probe.finalize()
+        self.host, self._port, self.token = host, port, token
+        self.limits = limits or Limits()
+        self.sessions: dict[str, _Session] = {}
+        self._ctx = context()
+        self.budget = MemoryBudget(self.limits.memory_budget_bytes, self.limits.max_sessions + 2, self._ctx)
+        self._free_slots = list(range(self.budget.slots - 1, 0, -1))  # slot 0: bodies being received
+        self._spare: asyncio.Task[Worker] | None = None
+        self._connections: set[HttpConnection] = set()
+        self._inflight_bytes = 0
+        self.pool = BufferPool(min(self.limits.max_body_bytes, _POOL_BYTES))
+        self.hashing = ThreadPoolExecutor(1, thread_name_prefix="cloud-hash")  # one thread: jobs stay in order
+        self._reaping = ThreadPoolExecutor(2, thread_name_prefix="cloud-reap")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    @property
+    def port(self) -> int:
+        """The port listened on (the one picked when constructed with ``port=0``, once started)."""
+        return self._port
+
+    @property
+    def address(self) -> str:
+        """``host:port``, what a client's ``HOST`` is set to."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self._port}"
+
+    # lifecycle
+    def start(self) -> CloudServer:
+        """Serve from a daemon thread; returns once the socket listens. ``OSError`` if it cannot bind."""
+        started, failure = threading.Event(), []
+
+        def main() -> None:
+            try:
+                asyncio.run(self._main(started))
+            except BaseException as e:
+                failure.append(e)
+                started.set()
+        self._thread = threading.Thread(target=main, name=f"cloud-server-{self.device}", daemon=True)
+        self._thread.start()
+        started.wait()
+        if failure:
+            self.close()
+            raise failure[0]
+        return self
+
+    def serve_forever(self) -> None:
+        """Serve in this thread until :meth:`close` is called from another thread (or the process is interrupted)."""
+        asyncio.run(self._main(None))
+
+    def close(self) -> None:
+        """Stop listening, drop every connection, end every session (each worker frees its buffers and exits)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._loop is not None and self._stop is not None and not self._loop.is_closed():
+            try:
+                self._loop.call_soon_threadsafe(self._stop.set)
+            except RuntimeError:  # the loop stopped in the meantime
+                pass
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=30)
+        self._reaping.shutdown(wait=True)
+        self.hashing.shutdown()
+
+    async def _main(self, started: threading.Event | None) -> None:
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        server = await self._loop.create_server(self._accept, self.host, self._port, reuse_address=True)
+        self._port = server.sockets[0].getsockname()[1]
+        log.info("CLOUD server for %s listening on %s", self.device, self.address)
+        self._spare = self._loop.create_task(self._start_worker())
+        if started is not None:
+            started.set()
+        reaper = self._loop.create_task(self._reap_forever())
+        try:
+            await self._stop.wait()
+        finally:
+            reaper.cancel()
+            server.close()
+            for conn in list(self._connections):
+                if conn.transport is not None:
+                    conn.transport.abort()
+            await server.wait_closed()
+            await self._end_all()
+
+    def _accept(self) -> HttpConnection:
+        """A new connection; near the process's descriptor limit the longest idle connections are closed first, so
+        new clients are served instead of waiting for a descriptor."""
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if soft != resource.RLIM_INFINITY:
+            room = soft - _FD_RESERVE - _FDS_PER_SESSION * len(self.sessions) - len(self._connections)
+            if room <= 0:
+                self._shed(1 - room)
+        return HttpConnection(self, self.limits, self._connections)
+
+    def _shed(self, count: int) -> None:
+        idle = sorted((c for c in self._connections if c.idle and c.transport is not None), key=lambda c: c.last_active)
+        for conn in idle[:count]:
+            log.info("closing idle connection %s: the server is near its descriptor limit",
+                     conn.transport.get_extra_info("peername") if conn.transport else "?")
+            if conn.transport is not None:
+                conn.transport.close()
+            self._connections.discard(conn)
+
+    # the Handler interface of transport
+    def head(self, request: RequestHead) -> Response | _BatchSink:
+        """Route a request by its headers: renderer answer, batch body sink, or an ``HTTPError``."""
+        self._authorize(request)
+        if request.path == "/renderer":
+            _allow(request, "GET")
+            return Response(200, self._renderer_json, "application/json", ((RENDERER_HEADER, self._renderer_header),))
+        if request.path == "/batch":
+            _allow(request, "POST")
+            return _BatchSink(self, self._session(_session_id(request)))
+        raise HTTPError(404, f"no endpoint {request.method} {request.path}; this server answers GET /renderer and "
+                             f"POST /batch")
+
+    def _authorize(self, request: RequestHead) -> None:
+        if self.token is None:
+            return
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token.encode()):
+            raise HTTPError(401, "this server needs a token: send Authorization: Bearer <token> (the client reads it "
+                                 "from CLOUD_TOKEN)", (("www-authenticate", 'Bearer realm="cloud"'),))
+
+    def _session(self, sid: str) -> _Session:
+        session = self.sessions.get(sid)
+        if session is None:
+            if len(self.sessions) >= self.limits.max_sessions:
+                self._evict_one()
+            session = self.sessions[sid] = _Session(sid)
+        session.last_used = time.monotonic()
+        return session
+
+    def _evict_one(self) -> None:
+        """Make room in a full session table by ending the longest idle session, if one has been idle for
+        ``Limits.evict_idle_s``; else ``HTTPError(503)``."""
+        now = time.monotonic()
+        idle = [s for s in self.sessions.values() if not s.busy and now - s.last_used >= self.limits.evict_idle_s]
+        if not idle:
+            wait = min((self.limits.evict_idle_s - (now - s.last_used) for s in self.sessions.values() if not s.busy),
+                       default=self.limits.evict_idle_s)
+            raise HTTPError(503, f"the server holds {len(self.sessions)} sessions, its limit, all active in the last "
+                                 f"{self.limits.evict_idle_s:g} s; retry in {max(wait, 0.1):.1f} s",
+                            (("retry-after", str(max(1, round(wait)))),))
+        oldest = min(idle, key=lambda s: s.last_used)
+        log.info("session %s ended after %.0f s idle to make room for a new session (%d bytes freed)", oldest.sid[:8],
+                 now - oldest.last_used, oldest.held_bytes)
+        self._end(oldest)
+
+    def receive(self, nbytes: int) -> None:
+        """Count ``nbytes`` more of received body; ``HTTPError(503)`` beyond ``Limits.max_inflight_bytes`` or the
+        memory budget."""
+        if self._inflight_bytes + nbytes > self.limits.max_inflight_bytes:
+            raise HTTPError(503, f"the server holds {self._inflight_bytes} bytes of bodies not yet run; {nbytes} more "
+                                 f"would exceed its limit of {self.limits.max_inflight_bytes}; retry later")
+        try:
+            self.budget.take(0, nbytes, "receiving a batch body")
+        except BudgetExceeded as e:
+            raise HTTPError(503, str(e)) from None
+        self._inflight_bytes += nbytes
+
+    def received(self, nbytes: int) -> None:
+        """``nbytes`` of received body are no longer held."""
+        self._inflight_bytes -= nbytes
+        self.budget.give(0, nbytes)
+
+    # workers
+    async def _start_worker(self) -> Worker:
+        if not self._free_slots:
+            raise HTTPError(503, "the server runs as many session workers as it has slots; retry later")
+        slot = self._free_slots.pop()
+        loop = asyncio.get_running_loop()
+        try:
+            worker = await loop.run_in_executor(self._reaping, Worker, self._ctx, self.device, self.limits,
+                                                self.budget, slot)
+        except BaseException:
+            self._free_slots.append(slot)
+            raise
+        try:
+            await worker.ready()
+        except BaseException as e:
+            self._retire(worker)
+            if isinstance(e, WorkerGone):
+                raise HTTPError(503, f"cannot start a worker for the session: {e}") from None
+            raise
+        return worker
+
+    async def _worker(self) -> Worker:
+        """A started worker for a new session: the spare when it is ready, and a new spare started behind it."""
+        spare, self._spare = self._spare, None
+        worker = None
+        if spare is not None:
+            try:
+                worker = await spare
+            except HTTPError:
+                worker = None
+        if worker is None:
+            worker = await self._start_worker()
+        if not self._closed:
+            self._spare = asyncio.get_running_loop().create_task(self._start_worker())
+            self._spare.add_done_callback(_quiet)
+        return worker
+
+    def _retire(self, worker: Worker) -> None:
+        """Close a worker; once its process has exited (off the loop) its budget slot is free again."""
+        worker.close()
+        loop = self._loop
+
+        def freed(_: object) -> None:
+            if loop is not None and not loop.is_closed():
+                loop.call_soon_threadsafe(self._free_slots.append, worker.slot)
+        try:
+            self._reaping.submit(worker.reap, 10.0).add_done_callback(freed)
+        except RuntimeError:  # shutting down: the process is reaped here
+            worker.reap(10.0)
+
+    def _end(self, session: _Session) -> None:
+        """Forget ``session`` and retire its worker (which frees its buffers and programs)."""
+        if self.sessions.get(session.sid) is session:
+            del self.sessions[session.sid]
+        if session.worker is not None:
+            self._retire(session.worker)
+            session.worker = None
+
+    async def _end_all(self) -> None:
+        for session in list(self.sessions.values()):
+            self._end(session)
+        if self._spare is not None:
+            try:
+                self._retire(await self._spare)
+            except Exception:  # a spare that could not start holds nothing
+                pass
+
+    async def run(self, session: _Session, body: DecodedBody) -> Response:
+        """Run a verified body in ``session``'s worker; the answer, or ``HTTPError`` with the batch's status."""
+        await session.lock.acquire()
+        streamed = False
+        try:
+            if session.worker is None:
+                session.worker = await self._worker()
+            worker = session.worker
+            try:
+                reply = await worker.run(_frames(body), self.limits.max_kernel_seconds)
+                response, streamed = await self._answer(session, worker, reply)
+            except WorkerGone as e:
+                session.worker = None
+                self._end(session)
+                log.warning("session %s lost: %s", session.sid[:8], e)
+                raise HTTPError(e.status, f"{e}; the session's buffers and programs are gone (other sessions go "
+                                          f"on); start a new session") from None
+            return response
+        finally:
+            session.last_used = time.monotonic()
+            if not streamed:
+                session.lock.release()
+
+    async def _answer(self, session: _Session, worker: Worker, reply: WorkerReply) -> tuple[Response, bool]:
+        meta = reply.meta
+        session.held_bytes, session.empty = int(meta.get("held", 0)), bool(meta.get("empty", False))
+        if reply.status != 200 or reply.length < _WHOLE_BELOW:
+            body = b"".join([piece async for piece in worker.body(reply.length)])
+            if reply.status != 200:
+                raise HTTPError(reply.status, body.decode("utf-8", "replace"))
+            return Response(200, body, "application/octet-stream", _signature_headers(meta)), False
+        stream = _Stream(worker, reply.length, session.lock)
+        return Response(200, b"", "application/octet-stream", _signature_headers(meta), stream=stream,
+                        length=reply.length), True
+
+    def forget_if_empty(self, session: _Session) -> None:
+        """End ``session`` if it holds nothing and no request of it is in progress (a client ends its session by
+        freeing everything; a failed first request leaves nothing behind either)."""
+        if session.empty and not session.busy and not session.lock.locked():
+            self._end(session)
+
+    # sessions that time out
+    async def _reap_forever(self) -> None:
+        period = min(60.0, self.limits.session_timeout_s / 4)
+        while True:
+            await asyncio.sleep(period)
+            self.reap()
+
+    def reap(self, now: float | None = None) -> list[str]:
+        """End the sessions idle for longer than ``Limits.session_timeout_s`` (their workers free their buffers and
+        programs); returns their ids. Called periodically by the running server."""
+        now = time.monotonic() if now is None else now
+        expired = [s for s in self.sessions.values()
+                   if not s.busy and not s.lock.locked() and now - s.last_used > self.limits.session_timeout_s]
+        for s in expired:
+            log.info("session %s timed out; freeing %d bytes", s.sid[:8], s.held_bytes)
+            self._end(s)
+        return [s.sid for s in expired]
+
+
+class _Stream:
+    """A large answer's body, taken from the worker piece by piece as the client takes it (``Response.stream``).
+    Closing it early reads and drops the rest, so the worker's next answer starts where it should; it then lets the
+    session's next batch run."""
+
+    def __init__(self, worker: Worker, length: int, lock: asyncio.Lock) -> None:
+        self._pieces = worker.body(length)
+        self._lock: asyncio.Lock | None = lock
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self
+
+    async def __anext__(self) -> bytes:
+        return await self._pieces.__anext__()
+
+    async def aclose(self) -> None:
+        try:
+            async for _ in self._pieces:
+                pass
+        except WorkerGone:
+            pass
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
+
+
+def _quiet(task: asyncio.Task[Worker]) -> None:
+    """A spare worker that could not start is retried when a session needs it; its error is not lost there."""
+    if not task.cancelled():
+        task.exception()
+
+
+class _BatchSink:
+    """The body of one ``POST /batch``: verified as it arrives, run when complete."""
+
+    def __init__(self, server: CloudServer, session: _Session) -> None:
+        self.server, self.session = server, session
+        self.held = 0
+        self.decoder = BodyDecoder(server.limits, None, server.pool, server.hashing)
+        self.session.busy += 1  # not reaped or evicted while its body arrives
+        self._open = True
+
+    def feed(self, chunk: Bytes) -> None:
+        n = memoryview(chunk).nbytes
+        self.server.receive(n)
+        self.held += n
+        try:
+            self.decoder.feed(chunk)
+        except FramingError as e:
+            raise HTTPError(400, f"bad batch body: {e}") from None
+
+    def complete(self) -> Response | Awaitable[Response]:
+        """An awaitable of the answer (the batch runs in the session's worker)."""
+        try:
+            body = self.decoder.finish()
+        except FramingError as e:
+            self.abort()
+            raise HTTPError(400, f"bad batch body: {e}") from None
+        return self._run(body)
+
+    async def _run(self, body: DecodedBody) -> Response:
+        try:
+            return await self.server.run(self.session, body)
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """The request is over (answered, refused or cut): release its bytes and let its session end if empty."""
+        if self._open:
+            self._open = False
+            self.server.pool.give(self.decoder.buffers())
+            self.server.received(self.held)
+            self.session.busy -= 1
+            self.server.forget_if_empty(self.session)
+
+
+def _frames(body: DecodedBody) -> list[Bytes]:
+    """The body's blobs framed for the worker, the request list last."""
+    pieces: list[Bytes] = []
+    for datahash, data in [*((h, d) for h, d in body.blobs.items() if h != body.requests_hash),
+                           (body.requests_hash, body.requests)]:
+        pieces += (bytes.fromhex(datahash) + _LENGTH.pack(memoryview(data).nbytes), data)
+    return pieces
+
+
+def _signature_headers(meta: dict[str, object]) -> tuple[tuple[str, str], ...]:
+    signature = meta.get("signature")
+    if isinstance(signature, list) and len(signature) == 2:
+        return ((SIGNATURE_HEADER, f"buffers={signature[0]}, vals={signature[1]}"),)
+    return ()
+
+
+def _allow(request: RequestHead, method: str) -> None:
+    if request.method != method:
+        raise HTTPError(405, f"{request.path} takes {method}, not {request.method}", (("allow", method),))
+
+
+def _session_id(request: RequestHead) -> str:
+    for part in request.headers.get("cookie", "").split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == "session":
+            if not _SESSION_ID.fullmatch(value):
+                raise HTTPError(400, "the session cookie must be 1 to 128 characters of [A-Za-z0-9_-]")
+            return value
+    raise HTTPError(400, "POST /batch needs a session: send Cookie: session=<random hex>, the same for every batch "
+                         "of one client")

@@ -1,0 +1,301 @@
+"""Session workers: the device work of each CLOUD session runs in a process of its own, so a kernel that crashes
+(SIGSEGV, SIGBUS, an abort in a driver) or runs too long takes down only its own session.
+
+The server (:mod:`app`) keeps the HTTP side -- connections, bodies, verification of every blob's digest -- and hands
+each verified batch to the session's worker over a socket pair; the worker opens its own instance of the device,
+holds the session's buffers and programs, runs the batch (:mod:`batch`) and answers. A worker is forked from a fork
+server that has imported this package (``multiprocessing``'s ``forkserver``), so one starts in milliseconds and
+inherits no thread or device state of the server; the server keeps one started ahead (``Spare``).
+
+Messages between server and worker (both this package's own code; the data was checked by the server):
+
+* server -> worker: ``<Q`` length, then the body's blobs framed as on the wire (digest, ``<Q`` length, bytes), the
+  request list last. The socket closing ends the session: the worker frees everything and exits.
+* worker -> server: ``<HIQ`` (HTTP status, bytes of a JSON meta record, bytes of the body), the meta record
+  (``{"signature": [buffers, vals] | null, "held": bytes, "empty": bool}``), then the body -- an error's text, or the
+  answer, a large ``CopyOut`` read from the device and written in pieces of ``CHUNK_BYTES`` as it goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import struct
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from multiprocessing.context import BaseContext
+from typing import Any
+
+from runtime_backends.cloud.server.batch import BatchError, BufferRead, Session, read_chunks, release, run_batch
+from runtime_backends.cloud.server.budget import MemoryBudget
+from runtime_backends.cloud.server.limits import Limits
+from runtime_backends.cloud.wire.framing import HEADER_BYTES, Blob
+from runtime_backends.cloud.wire.literal import decode_requests
+from runtime_backends.cloud.wire.protocol import ProtocolError, Request
+from runtime_core.device import Compiled, Device
+
+__all__ = ["Worker", "WorkerGone", "WorkerReply", "CHUNK_BYTES", "context"]
+
+log = logging.getLogger(__name__)
+CHUNK_BYTES = 64 << 20
+"""Largest piece of a streamed answer: what an answer costs the worker and the server beyond the buffer itself."""
+_LENGTH = struct.Struct("<Q")
+_REPLY = struct.Struct("<HIQ")
+_DECODED_ENTRIES = 256
+_STREAM_LIMIT = 4 << 20  # bytes the server's reader of a worker buffers before pausing it
+
+
+def context() -> BaseContext:
+    """The process context workers start from: a fork server that has imported this module (and so the runtime)."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__])
+    return ctx
+
+
+# the worker process
+def serve_session(sock: socket.socket, device: str, limits: Limits, budget: MemoryBudget, slot: int,
+                  environ: dict[str, str]) -> None:
+    """A worker's main: take the server's environment ``environ`` (as it is now, not as it was when the fork server
+    started), open ``device``, then run the batches that arrive on ``sock`` for one session until it closes; the
+    session's buffers count in ``budget``'s ``slot``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # ^C of a server in a terminal: the server ends its workers
+    os.environ.clear()
+    os.environ.update(environ)
+    try:
+        dev: Compiled = Device.backend_class(device.partition(":")[0])(device)  # type: ignore[call-arg]
+    except Exception as e:
+        message = f"the session's worker cannot open {device}: {type(e).__name__}: {e}".encode()
+        sock.sendall(_REPLY.pack(503, 0, len(message)) + message)
+        return
+    session = Session(f"worker-{os.getpid()}", budget=budget, slot=slot)
+    decoded: OrderedDict[str, list[Request]] = OrderedDict()
+    sock.sendall(_REPLY.pack(200, 0, 0))  # ready
+    try:
+        while (message := _receive(sock)) is not None:
+            _run(sock, dev, session, limits, decoded, message)
+    finally:
+        release(dev, session)
+        dev.finalize()
+
+
+def _receive(sock: socket.socket) -> memoryview | None:
+    head = _read_exactly(sock, _LENGTH.size)
+    if head is None:
+        return None
+    (length,) = _LENGTH.unpack(head)
+    body = _read_exactly(sock, length)
+    if body is None:
+        raise EOFError("the server closed the worker's socket inside a batch")
+    return body
+
+
+def _read_exactly(sock: socket.socket, n: int) -> memoryview | None:
+    buf = memoryview(bytearray(n))
+    got = 0
+    while got < n:
+        k = sock.recv_into(buf[got:])
+        if k == 0:
+            return None
+        got += k
+    return buf
+
+
+def _run(sock: socket.socket, dev: Compiled, session: Session, limits: Limits,
+         decoded: OrderedDict[str, list[Request]], message: memoryview) -> None:
+    blobs, last = _split(message)
+    try:
+        requests = _decode(decoded, last, blobs[last], limits)
+        result = run_batch(dev, session, requests, blobs, limits)
+    except BatchError as e:
+        _reply(sock, e.status, session, None, e.message.encode())
+        return
+    body = result.body
+    if isinstance(body, BufferRead):
+        _reply(sock, 200, session, result.signature, b"", body.nbytes)
+        for piece in read_chunks(body, CHUNK_BYTES):
+            sock.sendall(piece)
+    else:
+        _reply(sock, 200, session, result.signature, body)
+
+
+def _split(message: memoryview) -> tuple[dict[str, Blob], str]:
+    """The blobs of a message (already verified by the server) and the datahash of the last (the request list)."""
+    blobs: dict[str, Blob] = {}
+    at, last = 0, ""
+    while at < message.nbytes:
+        (n,) = _LENGTH.unpack_from(message, at + 32)
+        last = bytes(message[at:at + 32]).hex()
+        blobs[last] = message[at + HEADER_BYTES:at + HEADER_BYTES + n]
+        at += HEADER_BYTES + n
+    return blobs, last
+
+
+def _decode(cache: OrderedDict[str, list[Request]], key: str, text: Blob, limits: Limits) -> list[Request]:
+    """Request lists are remembered by digest: a client repeating a batch is not parsed again (requests are
+    immutable)."""
+    if (requests := cache.get(key)) is not None:
+        cache.move_to_end(key)
+        return requests
+    try:
+        requests = decode_requests(text, limits)
+    except ProtocolError as e:
+        raise BatchError(400, f"bad request list: {e}") from None
+    cache[key] = requests
+    if len(cache) > _DECODED_ENTRIES:
+        cache.popitem(last=False)
+    return requests
+
+
+def _reply(sock: socket.socket, status: int, session: Session, signature: tuple[int, int] | None,
+           body: bytes | Blob, length: int | None = None) -> None:
+    meta = json.dumps({"signature": signature, "held": session.held_bytes, "empty": session.empty}).encode()
+    n = memoryview(body).nbytes if length is None else length
+    head = _REPLY.pack(status, len(meta), n) + meta
+    if memoryview(body).nbytes < 1 << 16:
+        sock.sendall(head + bytes(body))
+    else:
+        sock.sendall(head)
+        sock.sendall(body)
+
+
+# the server's side
+class WorkerGone(Exception):
+    """The worker died or was stopped while running a batch: the message says why, for the session's answer;
+    ``status`` is the HTTP status to answer (``504`` when it was stopped at the batch deadline, else ``500``)."""
+
+    def __init__(self, message: str, status: int = 500) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class WorkerReply:
+    """A worker's answer: ``status``, ``meta`` (see the module docstring), ``length`` bytes of body to take from
+    :meth:`Worker.body` (all of it, before the next batch)."""
+
+    status: int
+    meta: dict[str, Any]
+    length: int
+
+
+class Worker:
+    """The server's handle of one worker process (see the module docstring); ``slot`` is its budget slot.
+
+    Use from the server's event loop only: :meth:`ready` once, then per batch :meth:`run` and :meth:`body`.
+    """
+
+    def __init__(self, ctx: BaseContext, device: str, limits: Limits, budget: MemoryBudget, slot: int) -> None:
+        self.budget, self.slot = budget, slot
+        ours, theirs = socket.socketpair()
+        self.process = ctx.Process(target=serve_session, args=(theirs, device, limits, budget, slot, dict(os.environ)),
+                                   name=f"cloud-session-{slot}", daemon=True)
+        self.process.start()
+        theirs.close()
+        self._sock = ours
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self.stopped_because = ""
+
+    async def ready(self) -> None:
+        """Wait until the worker has opened its device; :class:`WorkerGone` if it could not."""
+        self._reader, self._writer = await asyncio.open_connection(sock=self._sock, limit=_STREAM_LIMIT)
+        reply = await self._head()
+        if reply.status != 200:
+            message = b"".join([piece async for piece in self.body(reply.length)]).decode("utf-8", "replace")
+            self.close()
+            raise WorkerGone(message)
+
+    async def run(self, pieces: list[Blob | bytes], deadline_s: float) -> WorkerReply:
+        """Send a batch (its framed blobs in ``pieces``) and wait for the answer's head, at most ``deadline_s``
+        seconds (then the worker is stopped); :class:`WorkerGone` when it died or was stopped."""
+        reader, writer = self._streams()
+        total = sum(memoryview(p).nbytes for p in pieces)
+        try:
+            writer.write(_LENGTH.pack(total))
+            writer.writelines(pieces)
+            return await asyncio.wait_for(self._head(), deadline_s)
+        except asyncio.TimeoutError:
+            self.stop(f"the batch ran longer than --max-kernel-seconds={deadline_s:g}; its worker was stopped")
+            raise WorkerGone(await self._death(), 504) from None
+        except (ConnectionError, OSError) as e:
+            raise WorkerGone(await self._death()) from e
+
+    async def body(self, length: int) -> AsyncIterator[bytes]:
+        """The ``length`` bytes of the last answer's body, in pieces as they arrive; :class:`WorkerGone`."""
+        reader, _ = self._streams()
+        left = length
+        while left:
+            try:
+                piece = await reader.read(min(left, CHUNK_BYTES))
+            except (ConnectionError, OSError):
+                piece = b""
+            if not piece:
+                raise WorkerGone(await self._death())
+            left -= len(piece)
+            yield piece
+
+    async def _head(self) -> WorkerReply:
+        reader, _ = self._streams()
+        try:
+            status, meta_len, length = _REPLY.unpack(await reader.readexactly(_REPLY.size))
+            meta = json.loads(await reader.readexactly(meta_len)) if meta_len else {}
+        except (asyncio.IncompleteReadError, ConnectionError):
+            raise WorkerGone(await self._death()) from None
+        return WorkerReply(status, meta, length)
+
+    def _streams(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if self._reader is None or self._writer is None:
+            raise RuntimeError("Worker.ready() must be awaited before the worker is used")
+        return self._reader, self._writer
+
+    async def _death(self) -> str:
+        """Why the worker is gone, once it has exited (its budget slot is cleared)."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.process.join, 5.0)
+        if self.process.exitcode is None:
+            self.stop("its worker stopped answering and was stopped")
+            await loop.run_in_executor(None, self.process.join, 5.0)
+        self.close()
+        self.budget.clear(self.slot)
+        if self.stopped_because:
+            return self.stopped_because
+        return describe_exit(self.process.exitcode)
+
+    def stop(self, why: str) -> None:
+        """Kill the worker (its session is lost); ``why`` is what its session is told."""
+        self.stopped_because = self.stopped_because or why
+        if self.process.is_alive():
+            self.process.kill()
+
+    def close(self) -> None:
+        """End the session: closing its socket makes the worker free everything and exit (see :meth:`reap`)."""
+        if self._writer is not None:
+            self._writer.close()
+        else:
+            self._sock.close()
+
+    def reap(self, timeout_s: float) -> None:
+        """After :meth:`close`: wait up to ``timeout_s`` for the worker to exit (then kill it) and clear its budget
+        slot, which may then be given to another worker. Blocks: run it off the event loop."""
+        self.process.join(timeout_s)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(5.0)
+        self.budget.clear(self.slot)
+
+
+def describe_exit(exitcode: int | None) -> str:
+    """What a worker's exit status says, for a person: ``kernel crashed: SIGSEGV`` for a signal."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"kernel crashed: {name}"
+    return f"the session's worker exited with status {exitcode}"
