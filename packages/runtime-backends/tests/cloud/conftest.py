@@ -30,6 +30,6 @@ def server() -> Iterator[CloudServer]:
 
 @pytest.fixture
 def conn(server: CloudServer) -> Iterator[http.client.HTTPConnection]:
-    c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
     yield c
     c.close()

@@ -17,7 +17,7 @@ RENDERER = b"GET /renderer HTTP/1.1\r\nHost: x\r\n\r\n"
 
 
 def _raw(server: CloudServer) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    return socket.create_connection(("127.0.0.1", server.port), timeout=60)
 
 
 def _batch(text: str, session: str = "h1") -> bytes:
@@ -34,7 +34,7 @@ def _read_all(s: socket.socket) -> bytes:
 
 
 def _still_serves(server: CloudServer) -> None:
-    c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
     c.request("GET", "/renderer")
     assert c.getresponse().status == 200
     c.close()
@@ -99,7 +99,7 @@ def test_content_length_with_chunked_is_refused_and_closed(server: CloudServer) 
 
 
 def test_head_gets_an_answer_without_a_body(server: CloudServer) -> None:
-    c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
     c.request("HEAD", "/renderer")
     r = c.getresponse()
     assert (r.status, r.getheader("allow"), r.read()) == (405, "GET", b"")

@@ -177,7 +177,7 @@ def test_program_source_goes_through_the_compile_cache(tmp_path: Path, monkeypat
 
 
 def test_oversized_body_is_refused_before_reading_it(server: CloudServer) -> None:
-    c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
     c.putrequest("POST", "/batch")
     c.putheader("Cookie", "session=s")
     c.putheader("Content-Length", str(SMALL.max_body_bytes + 1))
@@ -198,14 +198,14 @@ def test_keep_alive_serves_many_requests_on_one_connection_with_nodelay(server: 
 
 
 def _raw(server: CloudServer) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    return socket.create_connection(("127.0.0.1", server.port), timeout=60)
 
 
 def test_slow_headers_body_and_idle_connections_are_cut(server: CloudServer) -> None:
     slow_head, slow_body, idle = _raw(server), _raw(server), _raw(server)
     slow_head.sendall(b"POST /batch HTTP/1.1\r\nHost: x\r\n")  # never finishes its headers
     slow_body.sendall(b"POST /batch HTTP/1.1\r\nHost: x\r\nCookie: session=s\r\nContent-Length: 100\r\n\r\nabc")
-    fast = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    fast = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
     for _ in range(3):  # the stalled clients do not hold the others up
         fast.request("GET", "/renderer")
         assert fast.getresponse().read()
@@ -224,7 +224,7 @@ def test_garbage_gets_400_and_the_server_goes_on(server: CloudServer) -> None:
     s.sendall(b"\x16\x03\x01 this is not HTTP\r\n\r\n")
     assert s.recv(1000).startswith(b"HTTP/1.1 400")
     s.close()
-    c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
     c.request("GET", "/renderer")
     assert c.getresponse().status == 200
 
@@ -240,7 +240,7 @@ def test_huge_headers_get_431(server: CloudServer) -> None:
 def test_token_is_checked_on_every_request(given: str | None, status: int) -> None:
     srv = CloudServer("PYTHON", port=0, token="s3cret", limits=SMALL).start()
     try:
-        c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+        c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
         headers = {} if given is None else {"Authorization": f"Bearer {given}"}
         for method, path in (("GET", "/renderer"), ("POST", "/batch")):
             c.request(method, path, body=wire_body("[]") if method == "POST" else None,
@@ -279,7 +279,7 @@ def test_concurrent_clients_each_get_their_own_results(server: CloudServer) -> N
 def test_too_many_sessions_get_503() -> None:
     srv = CloudServer("PYTHON", port=0, limits=Limits(max_sessions=2)).start()
     try:
-        c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+        c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
         for sid in ("a", "b"):
             assert post(c, wire_body(f"[BufferAlloc(1, 4, {spec()})]"), sid).status == 200
         third = post(c, wire_body(f"[BufferAlloc(1, 4, {spec()})]"), "c")

@@ -29,14 +29,14 @@ import resource
 import struct
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from runtime_backends.cloud.server.budget import BudgetExceeded, MemoryBudget
 from runtime_backends.cloud.server.limits import Limits
 from runtime_backends.cloud.server.transport import Bytes, HttpConnection, HTTPError, RequestHead, Response
-from runtime_backends.cloud.server.worker import Worker, WorkerGone, WorkerReply, context
+from runtime_backends.cloud.server.worker import Worker, WorkerGone, WorkerReply, Zygote
 from runtime_backends.cloud.wire.framing import BodyDecoder, BufferPool, DecodedBody, FramingError
 from runtime_backends.cloud.wire.protocol import RENDERER_HEADER, SIGNATURE_HEADER
 from runtime_backends.cloud.wire.renderers import describe_renderer, reference_description
@@ -99,15 +99,16 @@ class CloudServer:
         self.host, self._port, self.token = host, port, token
         self.limits = limits or Limits()
         self.sessions: dict[str, _Session] = {}
-        self._ctx = context()
-        self.budget = MemoryBudget(self.limits.memory_budget_bytes, self.limits.max_sessions + 2, self._ctx)
+        # slots: slot 0, the spare, every session, and as many again for workers still exiting
+        self.budget = MemoryBudget(self.limits.memory_budget_bytes, 2 * self.limits.max_sessions + 2)
+        self._zygote: Zygote | None = None
+        self._reaps: set[asyncio.Task[None]] = set()
         self._free_slots = list(range(self.budget.slots - 1, 0, -1))  # slot 0: bodies being received
         self._spare: asyncio.Task[Worker] | None = None
         self._connections: set[HttpConnection] = set()
         self._inflight_bytes = 0
         self.pool = BufferPool(min(self.limits.max_body_bytes, _POOL_BYTES))
         self.hashing = ThreadPoolExecutor(1, thread_name_prefix="cloud-hash")  # one thread: jobs stay in order
-        self._reaping = ThreadPoolExecutor(2, thread_name_prefix="cloud-reap")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
@@ -159,7 +160,6 @@ class CloudServer:
                 pass
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=30)
-        self._reaping.shutdown(wait=True)
         self.hashing.shutdown()
 
     async def _main(self, started: threading.Event | None) -> None:
@@ -167,7 +167,10 @@ class CloudServer:
         server = await self._loop.create_server(self._accept, self.host, self._port, reuse_address=True)
         self._port = server.sockets[0].getsockname()[1]
         log.info("CLOUD server for %s listening on %s", self.device, self.address)
+        self._zygote = Zygote(self.device)
+        self._zygote.attach(self._loop)
         self._spare = self._loop.create_task(self._start_worker())
+        self._spare.add_done_callback(_quiet)
         if started is not None:
             started.set()
         reaper = self._loop.create_task(self._reap_forever())
@@ -266,24 +269,19 @@ class CloudServer:
 
     # workers
     async def _start_worker(self) -> Worker:
-        if not self._free_slots:
+        if not self._free_slots and self._reaps:  # workers of ended sessions are exiting: their slots come back
+            await asyncio.wait(set(self._reaps), timeout=15, return_when=asyncio.FIRST_COMPLETED)
+        if not self._free_slots or self._zygote is None:
             raise HTTPError(503, "the server runs as many session workers as it has slots; retry later")
         slot = self._free_slots.pop()
-        loop = asyncio.get_running_loop()
         try:
-            worker = await loop.run_in_executor(self._reaping, Worker, self._ctx, self.device, self.limits,
-                                                self.budget, slot)
+            return await Worker.start(self._zygote, self.device, self.limits, self.budget, slot)
+        except WorkerGone as e:
+            self._free_slots.append(slot)
+            raise HTTPError(503, f"cannot start a worker for the session: {e}") from None
         except BaseException:
             self._free_slots.append(slot)
             raise
-        try:
-            await worker.ready()
-        except BaseException as e:
-            self._retire(worker)
-            if isinstance(e, WorkerGone):
-                raise HTTPError(503, f"cannot start a worker for the session: {e}") from None
-            raise
-        return worker
 
     async def _worker(self) -> Worker:
         """A started worker for a new session: the spare when it is ready, and a new spare started behind it."""
@@ -302,17 +300,21 @@ class CloudServer:
         return worker
 
     def _retire(self, worker: Worker) -> None:
-        """Close a worker; once its process has exited (off the loop) its budget slot is free again."""
-        worker.close()
+        """Close a worker; once its process has exited its budget slot is free again. Callable from any thread."""
         loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        if threading.current_thread() is not self._thread and self._thread is not None:
+            loop.call_soon_threadsafe(self._retire, worker)
+            return
+        worker.close()
 
-        def freed(_: object) -> None:
-            if loop is not None and not loop.is_closed():
-                loop.call_soon_threadsafe(self._free_slots.append, worker.slot)
-        try:
-            self._reaping.submit(worker.reap, 10.0).add_done_callback(freed)
-        except RuntimeError:  # shutting down: the process is reaped here
-            worker.reap(10.0)
+        async def reap() -> None:
+            await worker.reap(10.0)
+            self._free_slots.append(worker.slot)
+        task = loop.create_task(reap())
+        self._reaps.add(task)
+        task.add_done_callback(self._reaps.discard)
 
     def _end(self, session: _Session) -> None:
         """Forget ``session`` and retire its worker (which frees its buffers and programs)."""
@@ -330,6 +332,10 @@ class CloudServer:
                 self._retire(await self._spare)
             except Exception:  # a spare that could not start holds nothing
                 pass
+        if self._reaps:
+            await asyncio.wait(set(self._reaps), timeout=30)
+        if self._zygote is not None:
+            self._zygote.close()
 
     async def run(self, session: _Session, body: DecodedBody) -> Response:
         """Run a verified body in ``session``'s worker; the answer, or ``HTTPError`` with the batch's status."""
@@ -362,7 +368,7 @@ class CloudServer:
             if reply.status != 200:
                 raise HTTPError(reply.status, body.decode("utf-8", "replace"))
             return Response(200, body, "application/octet-stream", _signature_headers(meta)), False
-        stream = _Stream(worker, reply.length, session.lock)
+        stream = _Stream(worker, reply.length, session.lock, lambda: self.forget_if_empty(session))
         return Response(200, b"", "application/octet-stream", _signature_headers(meta), stream=stream,
                         length=reply.length), True
 
@@ -396,9 +402,10 @@ class _Stream:
     Closing it early reads and drops the rest, so the worker's next answer starts where it should; it then lets the
     session's next batch run."""
 
-    def __init__(self, worker: Worker, length: int, lock: asyncio.Lock) -> None:
+    def __init__(self, worker: Worker, length: int, lock: asyncio.Lock, done: Callable[[], None]) -> None:
         self._pieces = worker.body(length)
         self._lock: asyncio.Lock | None = lock
+        self._done = done
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self
@@ -416,6 +423,7 @@ class _Stream:
             if self._lock is not None:
                 self._lock.release()
                 self._lock = None
+                self._done()
 
 
 def _quiet(task: asyncio.Task[Worker]) -> None:

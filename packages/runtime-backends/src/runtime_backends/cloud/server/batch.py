@@ -98,17 +98,26 @@ class Session:
         return not self.buffers and not self.programs
 
 
-@dataclass(frozen=True)
+@dataclass
 class BufferRead:
-    """The answer of a batch's last ``CopyOut`` when no later request of the batch touches its buffer: the buffer is
-    read when the answer is sent, in pieces (:func:`read_chunks`), instead of being copied whole first."""
+    """The answer of a batch's last ``CopyOut`` when no later request of the batch writes its buffer: the buffer is
+    read when the answer is sent, in pieces (:func:`read_chunks`), instead of being copied whole first. A buffer the
+    batch freed after the CopyOut is freed once it has been read (:meth:`done`)."""
 
     dev: Compiled
     buffer: _Buffer
+    session: Session
+    free_after: bool = False
 
     @property
     def nbytes(self) -> int:
         return self.buffer.size
+
+    def done(self) -> None:
+        """The answer has been sent (or abandoned): free the buffer if the batch freed it."""
+        if self.free_after:
+            self.free_after = False
+            _free_quietly(self.dev, self.buffer, self.session)
 
 
 @dataclass(frozen=True)
@@ -311,7 +320,7 @@ def _apply(dev: Compiled, session: Session, requests: list[Request], blobs: Mapp
     streamed = _streamed_copyout(requests)
     for i, r in enumerate(requests):
         try:
-            out = BufferRead(dev, session.buffers[r.buffer_num]) if i == streamed else \
+            out = BufferRead(dev, session.buffers[r.buffer_num], session) if i == streamed else \
                 _apply_one(dev, session, r, blobs, plan, i, journal)  # type: ignore[union-attr]
         except BaseException:
             _undo(dev, session, plan, journal)
@@ -323,7 +332,10 @@ def _apply(dev: Compiled, session: Session, requests: list[Request], blobs: Mapp
             _give(plan, body)  # an earlier answer that this one replaces
             body = out
     for _, buf in journal.freed:
-        _free_quietly(dev, buf, session)
+        if isinstance(body, BufferRead) and buf is body.buffer:
+            body.free_after = True
+        else:
+            _free_quietly(dev, buf, session)
     if isinstance(body, BufferRead):
         _device_call(dev.synchronize, where="the answer's CopyOut")
     return BatchResult(body, signature)
@@ -331,7 +343,7 @@ def _apply(dev: Compiled, session: Session, requests: list[Request], blobs: Mapp
 
 def _streamed_copyout(requests: list[Request]) -> int | None:
     """Index of the CopyOut whose buffer can be read while its answer is sent: the batch's last output, with no later
-    request naming its buffer (which could change or free it before it is read)."""
+    request that could write its buffer (a free is held back until it has been read)."""
     for i in range(len(requests) - 1, -1, -1):
         r = requests[i]
         if isinstance(r, CopyOut):
@@ -343,7 +355,7 @@ def _streamed_copyout(requests: list[Request]) -> int | None:
 
 
 def _names_buffer(r: Request, num: int) -> bool:
-    if isinstance(r, (BufferAlloc, BufferFree, CopyIn, CopyOut)):
+    if isinstance(r, CopyIn):
         return r.buffer_num == num
     return isinstance(r, ProgramExec) and num in r.bufs
 

@@ -4,8 +4,8 @@
 The server (:mod:`app`) keeps the HTTP side -- connections, bodies, verification of every blob's digest -- and hands
 each verified batch to the session's worker over a socket pair; the worker opens its own instance of the device,
 holds the session's buffers and programs, runs the batch (:mod:`batch`) and answers. A worker is forked from a fork
-server that has imported this package (``multiprocessing``'s ``forkserver``), so one starts in milliseconds and
-inherits no thread or device state of the server; the server keeps one started ahead (``Spare``).
+server that has imported the runtime (``zygote``), so one starts in milliseconds and inherits no thread or device
+state of the server; the server keeps one started ahead.
 
 Messages between server and worker (both this package's own code; the data was checked by the server):
 
@@ -19,17 +19,18 @@ Messages between server and worker (both this package's own code; the data was c
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
-import multiprocessing
 import os
 import signal
 import socket
 import struct
-from collections import OrderedDict
+import subprocess
+import sys
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from multiprocessing.context import BaseContext
 from typing import Any
 
 from runtime_backends.cloud.server.batch import BatchError, BufferRead, Session, read_chunks, release, run_batch
@@ -40,7 +41,7 @@ from runtime_backends.cloud.wire.literal import decode_requests
 from runtime_backends.cloud.wire.protocol import ProtocolError, Request
 from runtime_core.device import Compiled, Device
 
-__all__ = ["Worker", "WorkerGone", "WorkerReply", "CHUNK_BYTES", "context"]
+__all__ = ["Worker", "WorkerGone", "WorkerReply", "Zygote", "CHUNK_BYTES", "serve_session", "describe_exit"]
 
 log = logging.getLogger(__name__)
 CHUNK_BYTES = 64 << 20
@@ -49,13 +50,6 @@ _LENGTH = struct.Struct("<Q")
 _REPLY = struct.Struct("<HIQ")
 _DECODED_ENTRIES = 256
 _STREAM_LIMIT = 4 << 20  # bytes the server's reader of a worker buffers before pausing it
-
-
-def context() -> BaseContext:
-    """The process context workers start from: a fork server that has imported this module (and so the runtime)."""
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload([__name__])
-    return ctx
 
 
 # the worker process
@@ -117,9 +111,12 @@ def _run(sock: socket.socket, dev: Compiled, session: Session, limits: Limits,
         return
     body = result.body
     if isinstance(body, BufferRead):
-        _reply(sock, 200, session, result.signature, b"", body.nbytes)
-        for piece in read_chunks(body, CHUNK_BYTES):
-            sock.sendall(piece)
+        try:
+            _reply(sock, 200, session, result.signature, b"", body.nbytes)
+            for piece in read_chunks(body, CHUNK_BYTES):
+                sock.sendall(piece)
+        finally:
+            body.done()
     else:
         _reply(sock, 200, session, result.signature, body)
 
@@ -184,37 +181,145 @@ class WorkerReply:
     length: int
 
 
+class Zygote:
+    """The server's end of its fork server (``zygote``): starts session workers and tells when they exit. Use from
+    one event loop: :meth:`attach` it first."""
+
+    def __init__(self, device: str) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        cmd = [sys.executable, "-m", "runtime_backends.cloud.server.zygote", str(theirs.fileno()), device]
+        self.process = subprocess.Popen(cmd, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
+        theirs.close()
+        ours.setblocking(False)
+        self._sock = ours
+        self._started: deque[asyncio.Future[int]] = deque()
+        self._exits: dict[int, asyncio.Future[int | None]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Take the zygote's messages on ``loop``."""
+        self._loop = loop
+        loop.add_reader(self._sock, self._on_message)
+
+    async def spawn(self, device: str, limits: Limits, budget: MemoryBudget, slot: int) -> tuple[int, socket.socket]:
+        """A new worker for ``device`` with budget slot ``slot``: its pid and the server's end of its socket."""
+        loop = self._running_loop()
+        ours, theirs = socket.socketpair()
+        request = {"device": device, "limits": dataclasses.asdict(limits), "slot": slot, "budget_total": budget.total,
+                   "environ": dict(os.environ)}
+        started = loop.create_future()
+        self._started.append(started)
+        try:
+            socket.send_fds(self._sock, [json.dumps(request).encode()], [theirs.fileno(), budget.fd])
+        except OSError as e:
+            self._started.remove(started)
+            ours.close()
+            raise WorkerGone(f"the server's fork server is gone ({e}); restart the server", 503) from None
+        finally:
+            theirs.close()
+        pid = await started
+        self._exit(pid)
+        return pid, ours
+
+    def _exit(self, pid: int) -> asyncio.Future[int | None]:
+        if pid not in self._exits:
+            self._exits[pid] = self._running_loop().create_future()
+        return self._exits[pid]
+
+    async def exit_code(self, pid: int, timeout_s: float) -> int | None:
+        """Worker ``pid``'s exit code once it has exited (``None`` if it has not within ``timeout_s``)."""
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._exit(pid)), timeout_s)
+        except asyncio.TimeoutError:
+            return None
+
+    def exited(self, pid: int) -> bool:
+        """Whether worker ``pid`` has exited (its pid may since name another process)."""
+        return pid in self._exits and self._exits[pid].done()
+
+    def forget(self, pid: int) -> None:
+        """Drop what is known of worker ``pid`` (it has exited and nobody waits on it)."""
+        self._exits.pop(pid, None)
+
+    def _on_message(self) -> None:
+        while True:
+            try:
+                data = self._sock.recv(1 << 16)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:
+                self._gone()
+                return
+            message = json.loads(data)
+            if "started" in message:
+                self._started.popleft().set_result(message["started"])
+            elif "exited" in message:
+                exit_future = self._exit(message["exited"])
+                if not exit_future.done():
+                    exit_future.set_result(message["code"])
+
+    def _gone(self) -> None:
+        """The zygote exited: nothing more starts, and exits are not reported any more."""
+        if self._loop is not None:
+            self._loop.remove_reader(self._sock)
+        while self._started:
+            self._started.popleft().set_exception(WorkerGone("the server's fork server exited; restart the server",
+                                                             503))
+        for exit_future in self._exits.values():
+            if not exit_future.done():
+                exit_future.set_result(None)
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            raise RuntimeError("Zygote.attach(loop) must be called before workers are started")
+        return self._loop
+
+    def close(self) -> None:
+        """End the zygote (workers end when their sockets close) and wait for it."""
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_reader(self._sock)
+        self._sock.close()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+
+
 class Worker:
     """The server's handle of one worker process (see the module docstring); ``slot`` is its budget slot.
 
-    Use from the server's event loop only: :meth:`ready` once, then per batch :meth:`run` and :meth:`body`.
+    Make one with :meth:`start`; then per batch :meth:`run` and :meth:`body`; :meth:`close` and :meth:`reap` at the
+    end. Use from the server's event loop only.
     """
 
-    def __init__(self, ctx: BaseContext, device: str, limits: Limits, budget: MemoryBudget, slot: int) -> None:
-        self.budget, self.slot = budget, slot
-        ours, theirs = socket.socketpair()
-        self.process = ctx.Process(target=serve_session, args=(theirs, device, limits, budget, slot, dict(os.environ)),
-                                   name=f"cloud-session-{slot}", daemon=True)
-        self.process.start()
-        theirs.close()
-        self._sock = ours
+    def __init__(self, zygote: Zygote, pid: int, sock: socket.socket, budget: MemoryBudget, slot: int) -> None:
+        self.zygote, self.pid, self.budget, self.slot = zygote, pid, budget, slot
+        self._sock = sock
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self.stopped_because = ""
 
-    async def ready(self) -> None:
-        """Wait until the worker has opened its device; :class:`WorkerGone` if it could not."""
-        self._reader, self._writer = await asyncio.open_connection(sock=self._sock, limit=_STREAM_LIMIT)
-        reply = await self._head()
+    @classmethod
+    async def start(cls, zygote: Zygote, device: str, limits: Limits, budget: MemoryBudget, slot: int) -> Worker:
+        """A worker that has opened ``device``; :class:`WorkerGone` (``503``) if it could not."""
+        pid, sock = await zygote.spawn(device, limits, budget, slot)
+        worker = cls(zygote, pid, sock, budget, slot)
+        worker._reader, worker._writer = await asyncio.open_connection(sock=sock, limit=_STREAM_LIMIT)
+        reply = await worker._head()
         if reply.status != 200:
-            message = b"".join([piece async for piece in self.body(reply.length)]).decode("utf-8", "replace")
-            self.close()
-            raise WorkerGone(message)
+            message = b"".join([piece async for piece in worker.body(reply.length)]).decode("utf-8", "replace")
+            worker.close()
+            await worker.reap(10.0)
+            raise WorkerGone(message, 503)
+        return worker
 
     async def run(self, pieces: list[Blob | bytes], deadline_s: float) -> WorkerReply:
         """Send a batch (its framed blobs in ``pieces``) and wait for the answer's head, at most ``deadline_s``
         seconds (then the worker is stopped); :class:`WorkerGone` when it died or was stopped."""
-        reader, writer = self._streams()
+        _, writer = self._streams()
         total = sum(memoryview(p).nbytes for p in pieces)
         try:
             writer.write(_LENGTH.pack(total))
@@ -251,27 +356,28 @@ class Worker:
 
     def _streams(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if self._reader is None or self._writer is None:
-            raise RuntimeError("Worker.ready() must be awaited before the worker is used")
+            raise RuntimeError("a Worker is made with Worker.start()")
         return self._reader, self._writer
 
     async def _death(self) -> str:
         """Why the worker is gone, once it has exited (its budget slot is cleared)."""
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self.process.join, 5.0)
-        if self.process.exitcode is None:
+        code = await self.zygote.exit_code(self.pid, 5.0)
+        if code is None:
             self.stop("its worker stopped answering and was stopped")
-            await loop.run_in_executor(None, self.process.join, 5.0)
+            code = await self.zygote.exit_code(self.pid, 5.0)
         self.close()
         self.budget.clear(self.slot)
-        if self.stopped_because:
-            return self.stopped_because
-        return describe_exit(self.process.exitcode)
+        self.zygote.forget(self.pid)
+        return self.stopped_because or describe_exit(code)
 
     def stop(self, why: str) -> None:
         """Kill the worker (its session is lost); ``why`` is what its session is told."""
         self.stopped_because = self.stopped_because or why
-        if self.process.is_alive():
-            self.process.kill()
+        if not self.zygote.exited(self.pid):
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     def close(self) -> None:
         """End the session: closing its socket makes the worker free everything and exit (see :meth:`reap`)."""
@@ -280,22 +386,24 @@ class Worker:
         else:
             self._sock.close()
 
-    def reap(self, timeout_s: float) -> None:
+    async def reap(self, timeout_s: float) -> None:
         """After :meth:`close`: wait up to ``timeout_s`` for the worker to exit (then kill it) and clear its budget
-        slot, which may then be given to another worker. Blocks: run it off the event loop."""
-        self.process.join(timeout_s)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join(5.0)
+        slot, which may then be given to another worker."""
+        if await self.zygote.exit_code(self.pid, timeout_s) is None:
+            self.stop("it did not exit when its session ended")
+            await self.zygote.exit_code(self.pid, 5.0)
         self.budget.clear(self.slot)
+        self.zygote.forget(self.pid)
 
 
 def describe_exit(exitcode: int | None) -> str:
-    """What a worker's exit status says, for a person: ``kernel crashed: SIGSEGV`` for a signal."""
+    """What a worker's exit code says, for a person: ``kernel crashed: SIGSEGV`` for a signal."""
     if exitcode is not None and exitcode < 0:
         try:
             name = signal.Signals(-exitcode).name
         except ValueError:
             name = f"signal {-exitcode}"
         return f"kernel crashed: {name}"
+    if exitcode is None:
+        return "the session's worker is gone (its exit status is unknown)"
     return f"the session's worker exited with status {exitcode}"
