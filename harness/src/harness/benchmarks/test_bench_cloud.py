@@ -8,7 +8,9 @@ Groups and their in-run limits:
   HTTP stack alone) and ``POST /batch`` of the same bytes the client sends (the same exchange without the client
   runtime). The report's "x limit" is against the faster of the two. Target: <= 1.2x.
 * ``cloud-exec-wait`` -- launching the empty kernel with ``wait=True`` (one round trip that runs a program), against
-  the raw ``GET`` round trip.
+  the raw ``GET`` round trip, and beside the peer: the same client launching an empty C kernel on tinygrad 0.10.2's
+  own server (its CPU device, ``TCP_NODELAY`` set on its connections; skipped without tinygrad). Target: <= 1.0x
+  the peer.
 * ``cloud-copyin-64MiB`` / ``cloud-copyout-64MiB`` -- ``Buffer.copyin`` (+ ``synchronize``) and ``Buffer.copyout`` of
   64 MiB, against sending 64 MiB over a raw loopback TCP socket to a thread of this process. Target (copy-in):
   >= 0.5x the socket's throughput.
@@ -164,6 +166,58 @@ def test_cloud_exec_wait(benchmark: Any, cloud: CloudDevice) -> None:
 def test_cloud_exec_wait_limit_http_get(benchmark: Any, server_address: str) -> None:
     benchmark(_raw_get(server_address))
     record_time(benchmark, HOST, "us/call")
+
+
+_TINYGRAD_SERVER = """
+import socket, sys
+from tinygrad.runtime.ops_cloud import CloudHandler, cloud_server
+setup = CloudHandler.setup
+def nodelay_setup(self):
+    setup(self)
+    self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+CloudHandler.setup = nodelay_setup
+CloudHandler.log_message = lambda self, *args: None
+cloud_server(int(sys.argv[1]))
+"""
+
+
+@pytest.fixture(scope="module")
+def tinygrad_cloud() -> Iterator[CloudDevice]:
+    """A CloudDevice (this project's client) on tinygrad 0.10.2's own server serving its CPU device."""
+    pytest.importorskip("tinygrad", reason="the peer is tinygrad 0.10.2's server (pip install tinygrad==0.10.2)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "CPU": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", _TINYGRAD_SERVER, str(port)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    saved = {k: os.environ.get(k) for k in ("HOST", "CLOUD_CONNECT_TIMEOUT")}
+    os.environ.update(HOST=f"127.0.0.1:{port}", CLOUD_CONNECT_TIMEOUT=str(_START_S))
+    try:
+        dev = CloudDevice("CLOUD")
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    try:
+        yield dev
+    finally:
+        dev.finalize()
+        proc.kill()
+        proc.wait(_START_S)
+
+
+@pytest.mark.benchmark(group="cloud-exec-wait")
+@pytest.mark.bench_role("peer", peer="tinygrad 0.10.2's own CLOUD server (CPU, TCP_NODELAY), same client")
+def test_cloud_exec_wait_peer_tinygrad_server(benchmark: Any, tinygrad_cloud: CloudDevice) -> None:
+    prg = tinygrad_cloud.runtime("empty", tinygrad_cloud.compiler.compile("void empty(void) {}"))
+    seconds, t = probe(lambda: prg(wait=True))
+    if not (isinstance(seconds, float) and seconds >= 0):
+        pytest.fail(f"launch with wait=True on tinygrad's server returned {seconds!r}")
+    run(benchmark, lambda: prg(wait=True), t)
+    record_time(benchmark, "tinygrad-0.10.2-server", "us/call", wait=True)
 
 
 class _Sink:

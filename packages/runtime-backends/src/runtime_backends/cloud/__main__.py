@@ -68,7 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     if args.stop_on_stdin_eof:
-        threading.Thread(target=lambda: (sys.stdin.buffer.read(), stop.set()), daemon=True).start()
+        def watch_stdin() -> None:
+            sys.stdin.buffer.read()
+            stop.set()
+        threading.Thread(target=watch_stdin, daemon=True).start()
     stop.wait()
     server.close()
     return 0

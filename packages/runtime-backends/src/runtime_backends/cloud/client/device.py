@@ -121,9 +121,10 @@ class CloudProgram:
                  vals: Sequence[int] = (), wait: bool = False) -> float | None:
         if self.signature is not None:
             check_launch(self.name, bufs, vals, *self.signature, global_size, local_size)
-        sizes = (tuple(global_size), tuple(local_size)) if self.dev.launch_sizes else (None, None)
-        return self.dev.remote.execute(ProgramExec(self.name, self.key[1], tuple(bufs), tuple(vals), *sizes,
-                                                   bool(wait)))
+        sized = self.dev.launch_sizes
+        return self.dev.remote.execute(ProgramExec(self.name, self.key[1], tuple(bufs), tuple(vals),
+                                                   tuple(global_size) if sized else None,
+                                                   tuple(local_size) if sized else None, bool(wait)))
 
 
 class CloudDevice(Compiled):

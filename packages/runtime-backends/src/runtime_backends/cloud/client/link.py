@@ -253,9 +253,14 @@ def _addresses(host: str, port: int) -> str:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as e:
-        return f"{host} does not resolve: {e.strerror or e}"
-    shown = sorted({f"[{i[4][0]}]:{i[4][1]}" if i[0] == socket.AF_INET6 else f"{i[4][0]}:{i[4][1]}" for i in infos})
+        return f"{host} does not resolve: {e.strerror or str(e)}"
+    shown = sorted({_show(family, sockaddr) for family, _, _, _, sockaddr in infos})
     return "tried " + ", ".join(shown)
+
+
+def _show(family: int, sockaddr: tuple[Any, ...]) -> str:
+    host, port = sockaddr[0], sockaddr[1]
+    return f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
 
 
 def _error_class(status: int) -> type[CloudError]:

@@ -52,6 +52,7 @@ _WHOLE_BELOW = 1 << 20  # answers smaller than this are read from the worker who
 _FD_RESERVE = 64  # descriptors kept free for workers, the listening socket and files when shedding connections
 _FDS_PER_SESSION = 4  # the worker's socket and process sentinel, and their transport's spare
 _LENGTH = struct.Struct("<Q")
+_IDLE_WORKERS = 2
 
 
 @dataclass
@@ -102,6 +103,7 @@ class CloudServer:
         # slots: slot 0, the spare, every session, and as many again for workers still exiting
         self.budget = MemoryBudget(self.limits.memory_budget_bytes, 2 * self.limits.max_sessions + 2)
         self._zygote: Zygote | None = None
+        self._idle: list[Worker] = []  # workers whose sessions ended holding nothing
         self._reaps: set[asyncio.Task[None]] = set()
         self._free_slots = list(range(self.budget.slots - 1, 0, -1))  # slot 0: bodies being received
         self._spare: asyncio.Task[Worker] | None = None
@@ -284,7 +286,10 @@ class CloudServer:
             raise
 
     async def _worker(self) -> Worker:
-        """A started worker for a new session: the spare when it is ready, and a new spare started behind it."""
+        """A started worker for a new session: one whose session ended empty, else the spare when it is ready (and a
+        new spare started behind it)."""
+        if self._idle:
+            return self._idle.pop()
         spare, self._spare = self._spare, None
         worker = None
         if spare is not None:
@@ -316,17 +321,23 @@ class CloudServer:
         self._reaps.add(task)
         task.add_done_callback(self._reaps.discard)
 
-    def _end(self, session: _Session) -> None:
-        """Forget ``session`` and retire its worker (which frees its buffers and programs)."""
+    def _end(self, session: _Session, reuse: bool = False) -> None:
+        """Forget ``session`` and retire its worker (which frees its buffers and programs); with ``reuse``, a session
+        that ended holding nothing leaves its worker to the next new session (a fork and a device open saved)."""
         if self.sessions.get(session.sid) is session:
             del self.sessions[session.sid]
         if session.worker is not None:
-            self._retire(session.worker)
+            if reuse and len(self._idle) < _IDLE_WORKERS and not self._closed:
+                self._idle.append(session.worker)
+            else:
+                self._retire(session.worker)
             session.worker = None
 
     async def _end_all(self) -> None:
         for session in list(self.sessions.values()):
             self._end(session)
+        while self._idle:
+            self._retire(self._idle.pop())
         if self._spare is not None:
             try:
                 self._retire(await self._spare)
@@ -376,7 +387,7 @@ class CloudServer:
         """End ``session`` if it holds nothing and no request of it is in progress (a client ends its session by
         freeing everything; a failed first request leaves nothing behind either)."""
         if session.empty and not session.busy and not session.lock.locked():
-            self._end(session)
+            self._end(session, reuse=True)
 
     # sessions that time out
     async def _reap_forever(self) -> None:

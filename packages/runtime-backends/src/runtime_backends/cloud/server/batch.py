@@ -315,13 +315,16 @@ class _Journal:
 def _apply(dev: Compiled, session: Session, requests: list[Request], blobs: Mapping[str, Blob],
            plan: _Plan) -> BatchResult:
     journal = _Journal()
-    body: Blob | bytes = b""
+    body: Blob | bytes | BufferRead = b""
     signature = None
     streamed = _streamed_copyout(requests)
     for i, r in enumerate(requests):
         try:
-            out = BufferRead(dev, session.buffers[r.buffer_num], session) if i == streamed else \
-                _apply_one(dev, session, r, blobs, plan, i, journal)  # type: ignore[union-attr]
+            out: Blob | bytes | BufferRead | None
+            if i == streamed and isinstance(r, CopyOut):
+                out = BufferRead(dev, session.buffers[r.buffer_num], session)
+            else:
+                out = _apply_one(dev, session, r, blobs, plan, i, journal)
         except BaseException:
             _undo(dev, session, plan, journal)
             _give(plan, body)
@@ -455,7 +458,7 @@ def _undo(dev: Compiled, session: Session, plan: _Plan, journal: _Journal) -> No
     _discard(dev, session, plan)
 
 
-def _give(plan: _Plan, body: Blob | bytes) -> None:
+def _give(plan: _Plan, body: Blob | bytes | BufferRead) -> None:
     if plan.pool is not None and isinstance(body, memoryview):
         plan.pool.give([body])
 

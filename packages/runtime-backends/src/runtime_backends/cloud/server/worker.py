@@ -71,8 +71,8 @@ def serve_session(sock: socket.socket, device: str, limits: Limits, budget: Memo
     decoded: OrderedDict[str, list[Request]] = OrderedDict()
     sock.sendall(_REPLY.pack(200, 0, 0))  # ready
     try:
-        while (message := _receive(sock)) is not None:
-            _run(sock, dev, session, limits, decoded, message)
+        while (batch := _receive(sock)) is not None:
+            _run(sock, dev, session, limits, decoded, batch)
     finally:
         release(dev, session)
         dev.finalize()

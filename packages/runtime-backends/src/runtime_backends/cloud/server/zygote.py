@@ -45,11 +45,11 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that SIGCHLD writes to the wake-up pipe
     try:
         while True:
-            ready, _, _ = select.select([control, wake_r], [], [])
+            ready, _, _ = select.select([control.fileno(), wake_r], [], [])
             if wake_r in ready:
                 os.read(wake_r, 4096)
                 _report_exits(control)
-            if control in ready:
+            if control.fileno() in ready:
                 message, fds, _, _ = socket.recv_fds(control, _MAX_MESSAGE, 2)
                 if not message:
                     return 0

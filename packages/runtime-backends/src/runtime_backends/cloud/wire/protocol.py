@@ -44,11 +44,20 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 class WireBounds(Protocol):
     """The bounds a reader of bodies and request lists checks (the server's ``Limits`` has them)."""
 
-    max_body_bytes: int
-    max_blobs: int
-    max_literal_bytes: int
-    max_requests: int
-    max_depth: int
+    @property
+    def max_body_bytes(self) -> int: ...
+
+    @property
+    def max_blobs(self) -> int: ...
+
+    @property
+    def max_literal_bytes(self) -> int: ...
+
+    @property
+    def max_requests(self) -> int: ...
+
+    @property
+    def max_depth(self) -> int: ...
 
 
 class ProtocolError(ValueError):
