@@ -12,6 +12,7 @@ from collections import defaultdict
 from typing import Any
 
 from runtime_core.buffer_spec import DEFAULT_SPEC, BufferSpec, normalize_spec
+from runtime_core.config import RUNTIME_LRU_MAX_BYTES
 from runtime_core.sink import CopySink
 
 __all__ = ["Allocator", "LRUAllocator", "MallocAllocator", "DEFAULT_SPEC"]
@@ -20,7 +21,6 @@ log = logging.getLogger(__name__)
 MAX_ALLOC_BYTES = sys.maxsize
 """Largest size any allocation may request (``ssize_t`` max): larger sizes cannot exist in an address space and would
 wrap when passed to C as ``size_t``."""
-LRU_ENV = "RUNTIME_LRU_MAX_BYTES"
 
 
 def _check_size(size: Any) -> int:
@@ -38,15 +38,6 @@ def _check_opaque(opaque: Any) -> Any:
     if opaque is None:
         raise ValueError("cannot free None: pass the handle that alloc() returned")
     return opaque
-
-
-def _env_max_cached_bytes() -> int:
-    text = os.environ.get(LRU_ENV, str(1 << 30))
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"${LRU_ENV}={text!r} is not an int number of bytes; set it to e.g. 1073741824 or unset "
-                         f"it") from None
 
 
 class Allocator:
@@ -138,7 +129,7 @@ class LRUAllocator(Allocator):
     def __init__(self, dev: Any = None, *, max_cached_bytes: int | None = None) -> None:
         super().__init__(dev)
         if max_cached_bytes is None:
-            max_cached_bytes = _env_max_cached_bytes()
+            max_cached_bytes = RUNTIME_LRU_MAX_BYTES.get()
         if isinstance(max_cached_bytes, bool) or not isinstance(max_cached_bytes, int):
             raise TypeError(f"max_cached_bytes must be an int number of bytes, got {max_cached_bytes!r}")
         if max_cached_bytes < 0:
