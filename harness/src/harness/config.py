@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from runtime_core.config import COUNT, FLAG, PATH, Kind, Setting
 
 __all__ = ["SETTINGS", "RANDOM_SEED", "HARNESS_BACKENDS", "HARNESS_SEED", "HARNESS_RUN_BIGMEM", "HARNESS_REQUIRE_TESTS",
-           "HARNESS_DISK_BENCH_MIB", "REQUIRE_IO_URING", "HARNESS_BASELINE_DIR", "HARNESS_BENCH_SHARED_DIR",
-           "child_environ", "foreign_values"]
+           "HARNESS_DISK_BENCH_MIB", "HARNESS_HEARTBEAT_S", "REQUIRE_IO_URING", "HARNESS_BASELINE_DIR",
+           "HARNESS_BENCH_SHARED_DIR", "child_environ", "foreign_values"]
 
 RANDOM_SEED = "random"
 
@@ -42,6 +42,16 @@ def _backend_list(text: str) -> tuple[str, ...]:
     return names
 
 
+def _quiet_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise ValueError("expected seconds >= 0 (0: no progress lines)")
+    return value
+
+
 SEED: Kind[int | str] = Kind("int >= 0 or 'random'", _seed)
 BACKEND_LIST: Kind[tuple[str, ...]] = Kind("comma-separated device names", _backend_list)
 
@@ -55,6 +65,8 @@ HARNESS_REQUIRE_TESTS = Setting("HARNESS_REQUIRE_TESTS", FLAG, False,
                                 "fail a session in which no test ran (--require-tests)")
 HARNESS_DISK_BENCH_MIB = Setting("HARNESS_DISK_BENCH_MIB", COUNT, 256,
                                  "MiB of the file the DISK read benchmarks read (--disk-bench-mib; 1024 for 1 GiB)")
+HARNESS_HEARTBEAT_S = Setting("HARNESS_HEARTBEAT_S", Kind("seconds >= 0", _quiet_seconds), 60.0,
+                              "after this long without a finished test, print which tests are running (0: never)")
 REQUIRE_IO_URING = Setting("REQUIRE_IO_URING", FLAG, False,
                            "the DISK suite fails, not falls back, where io_uring cannot be used (the io_uring image)")
 HARNESS_BASELINE_DIR = Setting("HARNESS_BASELINE_DIR", PATH, None,
@@ -66,7 +78,7 @@ HARNESS_BENCH_SHARED_DIR = Setting("HARNESS_BENCH_SHARED_DIR", PATH, None,
                                    "a private temporary dir")
 
 SETTINGS: tuple[Setting, ...] = (HARNESS_BACKENDS, HARNESS_SEED, HARNESS_RUN_BIGMEM, HARNESS_REQUIRE_TESTS,
-                                 HARNESS_DISK_BENCH_MIB, REQUIRE_IO_URING, HARNESS_BASELINE_DIR,
+                                 HARNESS_DISK_BENCH_MIB, HARNESS_HEARTBEAT_S, REQUIRE_IO_URING, HARNESS_BASELINE_DIR,
                                  HARNESS_BENCH_SHARED_DIR)
 """Every variable of the harness, in the order the docs list them."""
 

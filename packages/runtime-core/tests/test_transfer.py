@@ -122,3 +122,4 @@ def test_missing_operations_say_so():
         _Bytes().host_view((bytearray(4), 0), 4)
     with pytest.raises(NotImplementedError, match="does not support device-to-device transfer"):
         _Bytes().transfer(None, None, 4, None, None)
+

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -43,6 +45,21 @@ def _byteview(data: Any, dtype: DType, what: str) -> memoryview:
     if not mv.c_contiguous:
         raise ValueError(f"{what}: host memory must be C-contiguous (use numpy.ascontiguousarray)")
     return mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
+
+
+def _shape(shape: int | Sequence[int], size: int) -> tuple[int, ...]:
+    """``shape`` with a ``-1`` dimension worked out, checked to hold exactly ``size`` elements (numpy.reshape's rule)."""
+    dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    if any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) for d in dims):
+        raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}")
+    dims = tuple(int(d) for d in dims)
+    free = [i for i, d in enumerate(dims) if d == -1]
+    known = math.prod(d for d in dims if d != -1)
+    if len(free) == 1 and known > 0 and size % known == 0:
+        dims = dims[:free[0]] + (size // known,) + dims[free[0] + 1:]
+    if any(d < 0 for d in dims) or math.prod(dims) != size:
+        raise ValueError(f"shape {shape!r} does not hold the buffer's {size} elements")
+    return dims
 
 
 def _check_dtype(dtype: Any) -> DType:
@@ -215,9 +232,14 @@ class Buffer:
             raise RuntimeError(f"{self.device} cannot expose {self!r} to the host without a copy")
         return self.copyout(bytearray(self.nbytes))
 
-    def numpy(self) -> np.ndarray:
-        """A new numpy array (1-D, ``size`` elements of ``dtype.np``) with the buffer's contents."""
-        out = np.empty(self.size, dtype=self.dtype.np)
+    def numpy(self, shape: int | Sequence[int] | None = None) -> np.ndarray:
+        """A new numpy array of ``dtype.np`` with the buffer's contents: 1-D (``size`` elements), or of ``shape`` (C
+        order, as ``numpy.reshape``; one dimension may be ``-1``).
+
+        Raises ``ValueError`` naming both when ``shape`` does not hold exactly ``size`` elements (nothing is copied).
+        """
+        target = (self.size,) if shape is None else _shape(shape, self.size)
+        out = np.empty(target, dtype=self.dtype.np)
         self.copyout(out)
         return out
 
