@@ -43,6 +43,7 @@ from typing import Any
 
 from harness.bench_schema import ENTRY, MODE_STORED, SHARED_DIR_ENV, SINGLE_THREAD_ENV, role_of
 from harness.cli_args import ArgumentParser
+from harness.config import HARNESS_BASELINE_DIR, child_environ
 from harness.gate import ALPHA, BUDGET_SECONDS, LOOKS, PROCESS_PAIRS, Settings
 from harness.paired.ab import WorkerSet, run_ab
 from harness.paired.process import WorkerError, WorkerProcess
@@ -56,7 +57,7 @@ from harness.report.storage import RunStore, drift_since, drift_window
 
 __all__ = ["AB_CACHE", "BASELINE_DIR_ENV", "DEFAULT_BASELINE_DIR", "KEEP_RUNS", "build_parser", "main", "worker_args"]
 
-BASELINE_DIR_ENV = "HARNESS_BASELINE_DIR"
+BASELINE_DIR_ENV = HARNESS_BASELINE_DIR.name
 DEFAULT_BASELINE_DIR = Path(".benchmarks") / "baselines"
 AB_CACHE = Path(".benchmarks") / "ab"
 KEEP_RUNS = 20
@@ -339,8 +340,8 @@ def _promote(store: RunStore, run_file: Path, accept_drift: bool, partial: bool)
 def _store(args: argparse.Namespace) -> RunStore:
     if args.baseline_dir:
         baselines, hint = Path(args.baseline_dir), "--baseline-dir"
-    elif os.environ.get(BASELINE_DIR_ENV):
-        baselines, hint = Path(os.environ[BASELINE_DIR_ENV]), f"${BASELINE_DIR_ENV}"
+    elif from_env := HARNESS_BASELINE_DIR.get():
+        baselines, hint = Path(from_env), f"${BASELINE_DIR_ENV}"
     else:
         baselines, hint = DEFAULT_BASELINE_DIR, "the default baseline dir"
     return RunStore(Path(args.out) / "runs", baselines, args.keep_runs, hint)
@@ -362,7 +363,7 @@ def _baseline_commit(store: RunStore) -> str | None:
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, **SINGLE_THREAD_ENV}
+    return child_environ(dict(SINGLE_THREAD_ENV))
 
 
 def _progress(line: str) -> None:

@@ -36,6 +36,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from harness.config import HARNESS_BENCH_SHARED_DIR
+
 __all__ = [
     "ENTRY", "HIGHER_IS_BETTER_KEY", "LIMIT", "LIMIT_KEY", "MODE_AB", "MODE_STORED", "PAIRED_LIMIT_KEY", "PEER",
     "PEER_KEY", "PER_CALL_KEY", "REFERENCE_KEY", "ROLES", "ROLE_KEY", "RUN_KEY", "SHARED_DIR_ENV",
@@ -65,10 +67,7 @@ ROLES = (ENTRY, LIMIT, PEER)
 
 RUN_KEY = "harness"
 MODE_STORED, MODE_AB = "stored", "ab"
-# A directory both workers of an A/B run see (set by the runner; the fixture ``bench_shared_dir`` falls back to a
-# private temporary one): input files whose place on disk affects their timing go there, so both versions read the
-# same blocks (two files written apart were read up to 1.8x apart, cold, on the 2-core reference VM)
-SHARED_DIR_ENV = "HARNESS_BENCH_SHARED_DIR"
+SHARED_DIR_ENV = HARNESS_BENCH_SHARED_DIR.name  # declared, with why, in harness.config
 
 # The CPU backend runs a kernel on one thread, so single-threaded numpy/BLAS is the fair practical limit beside it, and
 # a multi-threaded BLAS on a loaded machine of few cores spreads its rounds by orders of magnitude. The libraries read

@@ -13,17 +13,13 @@ from runtime_backends.disk.allocator import DiskAllocator, DiskBuffer
 from runtime_backends.disk.files import PAGE, DiskFile, canonical_name, parse_target
 from runtime_backends.disk.readers import FileFds, PreadReader, ReadStats, StagingPool, UringReader, plan
 from runtime_backends.disk.uring import Ring
+from runtime_core.config import DISK_IO_URING, DISK_O_DIRECT
 from runtime_core.device import Compiled
 from runtime_core.sink import CopySink
 
-__all__ = ["DiskDevice", "IO_URING_ENV", "O_DIRECT_ENV", "STREAM_MIN", "CHUNK", "DEPTH", "RING_ENTRIES"]
+__all__ = ["DiskDevice", "STREAM_MIN", "CHUNK", "DEPTH", "RING_ENTRIES"]
 
 log = logging.getLogger(__name__)
-IO_URING_ENV = "DISK_IO_URING"
-"""``DISK_IO_URING=0`` makes every DISK read use the ``preadv`` fallback (checked at each copy)."""
-O_DIRECT_ENV = "DISK_O_DIRECT"
-"""``DISK_O_DIRECT=0`` makes uncached chunks read buffered instead of with O_DIRECT (on virtual disks whose host
-caches the image, buffered reads with readahead can be faster)."""
 STREAM_MIN = 1 << 20
 """Copies out shorter than this (bytes) are one memcpy from the mapping: page faults read what is not cached."""
 CHUNK = 2 << 20
@@ -173,8 +169,8 @@ class DiskDevice(Compiled):
         return self._staging.views
 
     def _reader(self) -> UringReader | PreadReader:
-        if os.environ.get(IO_URING_ENV, "").strip() == "0":
-            self.io_uring_error = f"disabled by {IO_URING_ENV}=0"
+        if not DISK_IO_URING.get():
+            self.io_uring_error = f"disabled by {DISK_IO_URING.name}=0"
             _log_once(f"DISK: io_uring {self.io_uring_error}; reads use preadv")
             return PreadReader()
         if self._ring is None:
@@ -193,7 +189,7 @@ class DiskDevice(Compiled):
         if reads and not self._direct_tried and not self.file.target.shm:
             self._direct_tried = True
             self._direct_fd = _open_direct(self.file)
-        direct = -1 if os.environ.get(O_DIRECT_ENV, "").strip() == "0" else self._direct_fd
+        direct = self._direct_fd if DISK_O_DIRECT.get() else -1
         return FileFds(self.file.fd, direct, PAGE, str(self.file.target))
 
     def page_cache_residency(self, offset: int, size: int) -> float:
