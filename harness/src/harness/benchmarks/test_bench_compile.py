@@ -96,13 +96,18 @@ def _tinygrad_add(monkeypatch: pytest.MonkeyPatch, cache_db: Path) -> tuple[Any,
     """tinygrad's CPU compiler and its rendered source of the same add, with tinygrad's compile cache in ``cache_db``."""
     tinygrad = pytest.importorskip("tinygrad", reason="the peer is tinygrad 0.10.2: pip install tinygrad==0.10.2")
     from tinygrad import helpers
-    from tinygrad.engine.realize import lower_schedule_item
+    from tinygrad.engine.realize import CompiledRunner, lower_schedule_item
     from tinygrad.runtime.ops_cpu import ClangJITCompiler
-    monkeypatch.setattr(helpers, "CACHEDB", str(cache_db))  # read at import; a fresh connection opens it
+    # tinygrad reads CACHEDB at import and remembers its connection and the tables it created: start them afresh
+    monkeypatch.setattr(helpers, "CACHEDB", str(cache_db))
     monkeypatch.setattr(helpers, "_db_connection", None)
+    monkeypatch.setattr(helpers, "_db_tables", set())
     a, b = (tinygrad.Tensor.empty(ADD_N, device="CPU") for _ in range(2))
     (item,) = (a + b).schedule()
-    return ClangJITCompiler(), lower_schedule_item(item).prg.p.src
+    runner = lower_schedule_item(item).prg
+    if not isinstance(runner, CompiledRunner):
+        pytest.fail(f"tinygrad lowered its add to a {type(runner).__name__}, not a compiled kernel")
+    return ClangJITCompiler(), runner.p.src
 
 
 @pytest.mark.benchmark(group="compile-cold-CPU")

@@ -48,6 +48,7 @@ _C_KEYWORDS = frozenset(
 _INDEX_ARITH = frozenset({Ops.ADD, Ops.SUB, Ops.MUL})
 _INDEX_DTYPES = frozenset({dtypes.int32, dtypes.uint32, dtypes.int64})
 _SPECIAL_NAMES = {"group": "gid", "local": "lid", "gsize": "gsz", "lsize": "lsz"}
+_RECT = ("rlo", "rhi", "xlo", "xhi")  # the call's rectangle of groups (abi), held as rtk_rlo ...
 
 
 class CRenderer(Renderer):
@@ -179,7 +180,8 @@ class _KernelWriter(CWriter):
         return self.checked or any(("group", d) in self.specials for d in (1, 2))
 
     def launch_params(self) -> tuple[str, ...]:
-        need = {"gsz0", "lsz0", "lsz1", "lsz2", "glo", "ghi"} | {f"gsz{d}" for d in (1, 2) if ("gsize", d) in self.specials}
+        need = {"lsz0", "lsz1", "lsz2", "rlo", "rhi", "xlo", "xhi"}
+        need |= {f"gsz{d}" for d in (0, 1, 2) if ("gsize", d) in self.specials}
         if self.group_ids():
             need.add("gsz1")
         return tuple(p for p in LAUNCH_PARAMS if p in need)
@@ -193,7 +195,7 @@ class _KernelWriter(CWriter):
             lines.append(f"{const}{t}* b{b.arg} = ({const}{t}*)rtk_args[{b.arg}];")
         lines += [f"const int a{n} = (int)rtk_args[{sig.buffers + n}];  /* {v.arg} */" for n, v in enumerate(k.vars)]
         for j, p in enumerate(sig.launch):
-            t = "long long" if p in ("glo", "ghi") else "int"
+            t = "long long" if p in _RECT else "int"
             lines.append(f"const {t} {'rtk_' + p if t == 'long long' else p} = ({t})rtk_args[{sig.launch_offset + j}];")
         if self.checked:
             lines += [f"const unsigned long long rtk_n{b.arg} = (unsigned long long)rtk_args[{sig.sizes_offset + b.arg}] "
@@ -202,23 +204,28 @@ class _KernelWriter(CWriter):
         return lines
 
     def loops(self) -> list[str]:
-        """The row loop over the group range (one division per row of groups), then the thread loops."""
-        flat = self.global_x is not None
-        lines = ["for (long long rtk_g = rtk_glo; rtk_g < rtk_ghi;) {",
-                 "  const long long rtk_x = rtk_g % gsz0;",
-                 "  const long long rtk_xn = rtk_ghi - rtk_g < gsz0 - rtk_x ? rtk_ghi - rtk_g : gsz0 - rtk_x;"]
+        """The loops over the call's rectangle of groups and their threads, innermost a counted loop over x."""
+        if self.global_x is None:
+            lines = ["for (long long rtk_row = rtk_rlo; rtk_row < rtk_rhi; rtk_row++) {"]
+            lines += self.group_ids_of("rtk_row")
+            lines.append("  for (int gid0 = (int)rtk_xlo; gid0 < rtk_xhi; gid0++)")
+            lines += [f"  for (int lid{d} = 0; lid{d} < lsz{d}; lid{d}++)" for d in (2, 1)]
+            return lines + ["  RTK_THREADS", "  for (int lid0 = 0; lid0 < lsz0; lid0++)"]
+        # flat: one loop over (row, lid2, lid1), lid1 fastest; the global x id counts the rectangle's x threads
+        lines = ["const long long rtk_gx0 = rtk_xlo * lsz0, rtk_gx1 = rtk_xhi * lsz0;",
+                 "for (long long rtk_r = 0, rtk_rn = (rtk_rhi - rtk_rlo) * lsz1 * lsz2; rtk_r < rtk_rn; rtk_r++) {"]
+        if ("local", 1) in self.specials:
+            lines.append("  const int lid1 = (int)(rtk_r % lsz1);")
+        if ("local", 2) in self.specials:
+            lines.append("  const int lid2 = (int)(rtk_r / lsz1 % lsz2);")
         if self.group_ids():
-            lines += ["  const long long rtk_row = rtk_g / gsz0;",
-                      "  const int gid1 = (int)(rtk_row % gsz1), gid2 = (int)(rtk_row / gsz1);"]
-        lines.append("  rtk_g += rtk_xn;")
-        if not flat:
-            lines.append("  for (int gid0 = (int)rtk_x; gid0 < rtk_x + rtk_xn; gid0++)")
-        lines += [f"  for (int lid{d} = 0; lid{d} < lsz{d}; lid{d}++)" for d in (2, 1)]
-        lines.append("  RTK_THREADS")
-        if flat:
-            return lines + ["  for (long long rtk_gx = rtk_x * lsz0, rtk_gx_end = (rtk_x + rtk_xn) * lsz0; "
-                            "rtk_gx < rtk_gx_end; rtk_gx++)"]
-        return lines + ["  for (int lid0 = 0; lid0 < lsz0; lid0++)"]
+            lines.append("  const long long rtk_row = rtk_rlo + rtk_r / ((long long)lsz1 * lsz2);")
+            lines += self.group_ids_of("rtk_row")
+        return lines + ["  RTK_THREADS", "  for (long long rtk_gx = rtk_gx0; rtk_gx < rtk_gx1; rtk_gx++)"]
+
+    def group_ids_of(self, row: str) -> list[str]:
+        """gid1 and gid2 from the row index, where needed."""
+        return [f"  const int gid1 = (int)({row} % gsz1), gid2 = (int)({row} / gsz1);"] if self.group_ids() else []
 
     def fault_macro(self) -> str:
         if not self.checked:
