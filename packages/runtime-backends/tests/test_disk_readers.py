@@ -58,9 +58,11 @@ def _default_paths(monkeypatch):
     monkeypatch.delenv("DISK_O_DIRECT", raising=False)
 
 
-@pytest.fixture
-def cold(monkeypatch):
-    """No page counts as cached: every chunk goes to the reader, whatever the file system."""
+@pytest.fixture(params=["1", "0"], ids=["o_direct", "buffered"])
+def cold(monkeypatch, request):
+    """No page counts as cached: every chunk goes to the reader, whatever the file system; cold chunks are read with
+    O_DIRECT (where the file system takes it), then buffered (``DISK_O_DIRECT``)."""
+    monkeypatch.setenv("DISK_O_DIRECT", request.param)
     monkeypatch.setattr(DiskFile, "resident", lambda self, start, end: np.zeros(-(-end // 4096) - start // 4096, bool))
 
 
@@ -115,27 +117,30 @@ def test_the_plan_cuts_at_chunk_multiples_and_merges_cached_runs():
     resident[(3 << 20) // page] = False  # one page of the fourth chunk is not cached
     p = plan(100, 10 << 20, chunk, resident, merge=2 << 20)
     assert p.reads == [Job(3 << 20, chunk, (3 << 20) - 100)]
-    assert [(j.pos, j.length) for j in p.mapped] == [(100, (2 << 20)), ((2 << 20) + 100, chunk - 100),
+    assert [(j.pos, j.length) for j in p.cached] == [(100, (2 << 20)), ((2 << 20) + 100, chunk - 100),
                                                      (4 << 20, 2 << 20), (6 << 20, 2 << 20), (8 << 20, 2 << 20),
                                                      (10 << 20, 100)]
-    assert sum(j.length for j in p.reads + p.mapped) == 10 << 20
+    assert all(j.cached for j in p.cached) and sum(j.length for j in p.reads + p.cached) == 10 << 20
     whole = plan(100, 10 << 20, chunk, np.ones_like(resident))
-    assert whole.reads == [] and whole.mapped == [Job(100, 10 << 20, 0)]  # all cached: one memcpy
+    assert whole.reads == [] and whole.cached == [Job(100, 10 << 20, 0, True)]  # all cached: one read
+    staged = plan(100, 10 << 20, chunk, np.ones_like(resident), merge=None)  # each job fits a staging buffer
+    assert max(j.length for j in staged.cached) == chunk and sum(j.length for j in staged.cached) == 10 << 20
     with pytest.raises(ValueError, match="multiple of the page size"):
         plan(0, 10, 1000, resident)
 
 
-def test_cached_chunks_are_copied_from_the_mapping(view_of):
+def test_cached_chunks_are_read_from_the_page_cache_in_one_read(view_of):
     view, expected = view_of()  # just written: in the page cache on every file system
     np.testing.assert_array_equal(_to_host(view), expected)
-    assert view.dev.read_path == "mmap" and view.dev.last_stats.requests == 0
+    stats = view.dev.last_stats
+    assert view.dev.read_path == "page_cache" and stats.requests == 1 and stats.cached_bytes == SIZE
 
 
-def test_copies_below_the_stream_threshold_use_the_mapping(make_file, disk_buffer, cold):
+def test_copies_below_the_stream_threshold_are_one_preadv(make_file, disk_buffer, cold):
     path, data = make_file(STREAM_MIN - 1)
     buf = disk_buffer(path, data.size)
     np.testing.assert_array_equal(_to_host(buf), data)
-    assert buf.dev.read_path == "mmap"
+    assert buf.dev.read_path == "preadv" and buf.dev.last_stats.requests == 1
 
 
 def test_partly_cached_files_read_the_rest(view_of, monkeypatch):
@@ -147,9 +152,11 @@ def test_partly_cached_files_read_the_rest(view_of, monkeypatch):
     np.testing.assert_array_equal(_to_host(view), expected)
     stats = view.dev.last_stats
     assert view.dev.read_path == "io_uring" and 0 < stats.direct_bytes + stats.buffered_bytes < SIZE
+    assert stats.buffered_bytes + stats.cached_bytes == SIZE or stats.direct_bytes >= SIZE - stats.cached_bytes
 
 
-def test_a_cold_read_uses_o_direct_with_widened_edges(view_of):
+def test_a_cold_read_uses_o_direct_with_widened_edges(view_of, monkeypatch):
+    monkeypatch.setenv("DISK_O_DIRECT", "1")
     view, expected = view_of()
     dev = view.dev
     dev.drop_page_cache()
@@ -163,7 +170,7 @@ def test_a_cold_read_uses_o_direct_with_widened_edges(view_of):
 
 
 @pytest.mark.usefixtures("cold")
-@pytest.mark.parametrize("cut", [lambda res: res // 2 // 4096 * 4096, lambda res: res - 1],
+@pytest.mark.parametrize("cut", [lambda res: max(4096, res // 2 // 4096 * 4096), lambda res: res - 1],
                          ids=["aligned", "unaligned"])
 def test_short_reads_are_continued(view_of, scripted, cut):
     made = scripted(lambda done: [(uid, cut(res) if res > 4096 else res) for uid, res in done])
@@ -217,7 +224,8 @@ def test_a_file_that_ends_early_is_an_error(view_of, scripted):
 
 
 @pytest.mark.usefixtures("cold")
-def test_o_direct_refused_with_einval_moves_to_buffered_reads(view_of, scripted, caplog):
+def test_o_direct_refused_with_einval_moves_to_buffered_reads(view_of, scripted, caplog, monkeypatch):
+    monkeypatch.setenv("DISK_O_DIRECT", "1")
     refused = []
 
     def refuse_first(done: Completions) -> Completions:
