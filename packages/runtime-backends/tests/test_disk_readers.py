@@ -16,7 +16,7 @@ import pytest
 from runtime_backends.disk import device as disk_device
 from runtime_backends.disk.device import STREAM_MIN
 from runtime_backends.disk.files import DiskFile
-from runtime_backends.disk.readers import HUGE_PAGE, Job, PreadReader, StagingPool, address, plan
+from runtime_backends.disk.readers import HUGE_PAGE, FileFds, Job, PreadReader, StagingPool, address, plan, read_cached_prefix
 from runtime_backends.disk.uring import Ring, setup_error_reason
 from runtime_core import Allocator, Buffer, Compiled, Device, dtypes
 from runtime_core.sink import CopySink
@@ -63,6 +63,7 @@ def cold(monkeypatch, request):
     """No page counts as cached: every chunk goes to the reader, whatever the file system; cold chunks are read with
     O_DIRECT (where the file system takes it), then buffered (``DISK_O_DIRECT``)."""
     monkeypatch.setenv("DISK_O_DIRECT", request.param)
+    monkeypatch.setattr(disk_device, "read_cached_prefix", lambda fds, dest, pos: (0, 0))
     monkeypatch.setattr(DiskFile, "resident", lambda self, start, end: np.zeros(-(-end // 4096) - start // 4096, bool))
 
 
@@ -148,6 +149,7 @@ def test_partly_cached_files_read_the_rest(view_of, monkeypatch):
         pages = np.arange(start // 4096, -(-end // 4096))
         return (pages // 512) % 2 == 0  # 2 MiB chunks alternate cached / not cached
     monkeypatch.setattr(DiskFile, "resident", every_other_chunk)
+    monkeypatch.setattr(disk_device, "read_cached_prefix", lambda fds, dest, pos: (0, 0))
     view, expected = view_of()
     np.testing.assert_array_equal(_to_host(view), expected)
     stats = view.dev.last_stats
@@ -438,3 +440,19 @@ def test_staging_buffers_start_on_huge_pages_and_hold_their_size(count: int, siz
 def test_a_negative_staging_pool_is_refused() -> None:
     with pytest.raises(ValueError, match="count and a size >= 0, got -1 buffers of 4096 bytes"):
         StagingPool(-1, 4096)
+
+
+def test_the_cached_prefix_read_stops_at_the_first_page_not_cached(make_file):
+    path, data = make_file(8 << 20)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 4 << 20, 0, os.POSIX_FADV_DONTNEED)  # the second half leaves the page cache
+        dest = bytearray(data.size)
+        done, calls = read_cached_prefix(FileFds(fd, name=path), memoryview(dest), 0)
+    finally:
+        os.close(fd)
+    if done == data.size:
+        pytest.skip("this file system keeps every page cached (tmpfs?): nothing to stop at")
+    assert 0 < done <= 4 << 20 and calls >= 1
+    assert bytes(dest[:done]) == data[:done].tobytes() and not any(dest[done:])

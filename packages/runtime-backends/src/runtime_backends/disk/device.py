@@ -13,7 +13,16 @@ import numpy as np
 
 from runtime_backends.disk.allocator import DiskAllocator, DiskBuffer
 from runtime_backends.disk.files import PAGE, DiskFile, canonical_name, parse_target
-from runtime_backends.disk.readers import MERGE, FileFds, PreadReader, ReadStats, StagingPool, UringReader, plan
+from runtime_backends.disk.readers import (
+    MERGE,
+    FileFds,
+    PreadReader,
+    ReadStats,
+    StagingPool,
+    UringReader,
+    plan,
+    read_cached_prefix,
+)
 from runtime_backends.disk.readpath import storage_prefers_direct
 from runtime_backends.disk.uring import Ring
 from runtime_core.device import Compiled
@@ -171,14 +180,20 @@ class DiskDevice(Compiled):
     def _stream(self, sink: CopySink, offset: int, size: int) -> None:
         staging = sink.staging() or self._own_staging()
         merge = None if sink.host is None else MERGE  # without host memory every job goes through a staging buffer
+        done, calls = 0, 0
         if size < STREAM_MIN:
             reader: UringReader | PreadReader = PreadReader()
             pages = -(-(offset + size) // PAGE) - offset // PAGE
             jobs = plan(offset, size, staging[0].nbytes, np.zeros(pages, bool), merge)
         else:
-            jobs = plan(offset, size, staging[0].nbytes, self.file.resident(offset, offset + size), merge)
+            if sink.host is not None:  # what the page cache holds, in one read; the rest is planned page by page
+                done, calls = read_cached_prefix(FileFds(self.file.fd, name=str(self.file.target)), sink.host, offset)
+            start, rest = offset + done, size - done
+            resident = self.file.resident(start, start + rest) if rest else np.zeros(0, bool)
+            jobs = plan(start, rest, staging[0].nbytes, resident, merge, dest=done)
             reader = self._reader() if jobs.reads else PreadReader()
         stats = reader.run(self._fds(reads=bool(jobs.reads)), jobs, sink, staging)
+        stats.requests, stats.cached_bytes = stats.requests + calls, stats.cached_bytes + done
         if stats.direct_refused:
             _log_once(f"DISK {self.file.target}: O_DIRECT reads were refused (EINVAL); reading buffered")
             os.close(self._direct_fd)

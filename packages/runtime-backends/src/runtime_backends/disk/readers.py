@@ -38,7 +38,8 @@ import numpy as np
 from runtime_backends.disk.uring import IOVec, Ring
 from runtime_core.sink import CopySink
 
-__all__ = ["Job", "Plan", "plan", "read_fully", "FileFds", "ReadStats", "PreadReader", "UringReader", "StagingPool", "HUGE_PAGE"]
+__all__ = ["Job", "Plan", "plan", "read_fully", "read_cached_prefix", "FileFds", "ReadStats", "PreadReader",
+           "UringReader", "StagingPool", "HUGE_PAGE"]
 
 log = logging.getLogger(__name__)
 
@@ -66,13 +67,14 @@ class Plan:
     cached: list[Job] = field(default_factory=list)
 
 
-def plan(offset: int, size: int, chunk: int, resident: np.ndarray, merge: int | None = MERGE) -> Plan:
+def plan(offset: int, size: int, chunk: int, resident: np.ndarray, merge: int | None = MERGE, dest: int = 0) -> Plan:
     """Cut file bytes ``[offset, offset + size)`` at multiples of ``chunk`` and sort the pieces by residency.
 
     Adjacent resident pieces are merged into one cached job: of at most ``merge`` bytes when there are cold reads too
     (so that completions are taken between them), else one job per run (a single long read is the fastest);
     ``merge=None`` merges nothing (every job fits a staging buffer of ``chunk`` bytes). ``resident`` has one bool per
-    page from the page of ``offset`` to the page of ``offset + size - 1`` (:meth:`DiskFile.resident`).
+    page from the page of ``offset`` to the page of ``offset + size - 1`` (:meth:`DiskFile.resident`). File byte
+    ``offset`` goes to destination byte ``dest``.
     ``ValueError`` when ``chunk`` is not a positive multiple of the page size.
     """
     if chunk <= 0 or chunk % mmap.PAGESIZE:
@@ -84,11 +86,11 @@ def plan(offset: int, size: int, chunk: int, resident: np.ndarray, merge: int | 
         stop = min((pos // chunk + 1) * chunk, end)
         pages = resident[pos // mmap.PAGESIZE - first_page:(stop - 1) // mmap.PAGESIZE - first_page + 1]
         if not pages.all():
-            out.reads.append(Job(pos, stop - pos, pos - offset))
+            out.reads.append(Job(pos, stop - pos, pos - offset + dest))
         elif runs and (last := runs[-1]).pos + last.length == pos:
             runs[-1] = Job(last.pos, stop - last.pos, last.dest)
         else:
-            runs.append(Job(pos, stop - pos, pos - offset))
+            runs.append(Job(pos, stop - pos, pos - offset + dest))
         pos = stop
     limit = chunk if merge is None else merge if out.reads else size
     out.cached = [Job(r.pos + at, min(limit, r.length - at), r.dest + at, True)
@@ -179,6 +181,29 @@ def _eof_error(fds: FileFds, pos: int, missing: int) -> OSError:
 
 
 ReadFn = Callable[[int, list[memoryview], int], int]
+
+
+def read_cached_prefix(fds: FileFds, dest: memoryview, pos: int) -> tuple[int, int]:
+    """Fill ``dest`` from file offset ``pos`` with as many bytes as the page cache holds there, without waiting for the
+    disk: ``preadv2(2)`` with ``RWF_NOWAIT`` stops at the first page that is not cached (and answers ``EAGAIN`` when
+    that is the first one). Returns (bytes read, read calls). ``0`` where the kernel or file system does not offer
+    ``RWF_NOWAIT`` (``EOPNOTSUPP``/``EINVAL``). Raises ``OSError`` naming the file and offset for other errors."""
+    done, calls = 0, 0
+    nowait = getattr(os, "RWF_NOWAIT", 0)
+    while nowait and done < dest.nbytes:
+        calls += 1
+        try:
+            n = os.preadv(fds.buffered, [dest[done:]], pos + done, nowait)
+        except (BlockingIOError, InterruptedError):
+            break
+        except OSError as e:
+            if e.errno in (errno.EOPNOTSUPP, errno.EINVAL):
+                break
+            raise _read_error(fds, e.errno or errno.EIO, pos + done) from e
+        if n == 0:  # the file ends here now: the reads of the rest say so
+            break
+        done += n
+    return done, calls
 
 
 def read_fully(fds: FileFds, dest: memoryview, pos: int, stats: ReadStats, read_fn: ReadFn = os.preadv,
