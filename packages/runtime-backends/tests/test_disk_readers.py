@@ -145,6 +145,7 @@ def test_copies_below_the_stream_threshold_are_one_preadv(make_file, disk_buffer
 
 
 def test_partly_cached_files_read_the_rest(view_of, monkeypatch):
+    monkeypatch.setenv("DISK_O_DIRECT", "1")  # residency is looked up for O_DIRECT reads
     def every_other_chunk(self, start, end):
         pages = np.arange(start // 4096, -(-end // 4096))
         return (pages // 512) % 2 == 0  # 2 MiB chunks alternate cached / not cached

@@ -189,8 +189,7 @@ class DiskDevice(Compiled):
             if sink.host is not None:  # what the page cache holds, in one read; the rest is planned page by page
                 done, calls = read_cached_prefix(FileFds(self.file.fd, name=str(self.file.target)), sink.host, offset)
             start, rest = offset + done, size - done
-            resident = self.file.resident(start, start + rest) if rest else np.zeros(0, bool)
-            jobs = plan(start, rest, staging[0].nbytes, resident, merge, dest=done)
+            jobs = plan(start, rest, staging[0].nbytes, self._residency(start, rest), merge, dest=done)
             reader = self._reader() if jobs.reads else PreadReader()
         stats = reader.run(self._fds(reads=bool(jobs.reads)), jobs, sink, staging)
         stats.requests, stats.cached_bytes = stats.requests + calls, stats.cached_bytes + done
@@ -199,6 +198,14 @@ class DiskDevice(Compiled):
             os.close(self._direct_fd)
             self._direct_fd = -1
         self._count(reader.name if jobs.reads else "page_cache", size, stats)
+
+    def _residency(self, start: int, size: int) -> np.ndarray:
+        """Which pages of file bytes ``[start, start + size)`` to read as cached. Looked up (mincore(2), which walks
+        every page) only for O_DIRECT reads, which would read cached pages from the disk again; buffered reads of
+        cached pages are served from the page cache by the kernel anyway."""
+        if size and self._wants_direct():
+            return self.file.resident(start, start + size)
+        return np.zeros(-(-(start + size) // PAGE) - start // PAGE, bool)
 
     def _count(self, path: str, size: int, stats: ReadStats) -> None:
         self.read_path, self.last_stats = path, stats

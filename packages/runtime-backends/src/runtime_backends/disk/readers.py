@@ -181,13 +181,17 @@ def _eof_error(fds: FileFds, pos: int, missing: int) -> OSError:
 
 
 ReadFn = Callable[[int, list[memoryview], int], int]
+MAX_RW = 0x7FFFF000
+"""The most bytes Linux moves in one read(2)-family call (``MAX_RW_COUNT``); a longer read returns this many."""
 
 
 def read_cached_prefix(fds: FileFds, dest: memoryview, pos: int) -> tuple[int, int]:
     """Fill ``dest`` from file offset ``pos`` with as many bytes as the page cache holds there, without waiting for the
     disk: ``preadv2(2)`` with ``RWF_NOWAIT`` stops at the first page that is not cached (and answers ``EAGAIN`` when
-    that is the first one). Returns (bytes read, read calls). ``0`` where the kernel or file system does not offer
-    ``RWF_NOWAIT`` (``EOPNOTSUPP``/``EINVAL``). Raises ``OSError`` naming the file and offset for other errors."""
+    that is the first one); a short read ends it (the pages after it are the disk's to read, even where the readahead
+    it started has brought some in meanwhile). Returns (bytes read, read calls): ``0`` bytes where the kernel or file
+    system does not offer ``RWF_NOWAIT`` (``EOPNOTSUPP``/``EINVAL``). Raises ``OSError`` naming the file and offset
+    for other errors."""
     done, calls = 0, 0
     nowait = getattr(os, "RWF_NOWAIT", 0)
     while nowait and done < dest.nbytes:
@@ -200,9 +204,9 @@ def read_cached_prefix(fds: FileFds, dest: memoryview, pos: int) -> tuple[int, i
             if e.errno in (errno.EOPNOTSUPP, errno.EINVAL):
                 break
             raise _read_error(fds, e.errno or errno.EIO, pos + done) from e
-        if n == 0:  # the file ends here now: the reads of the rest say so
-            break
         done += n
+        if n < min(dest.nbytes - done + n, MAX_RW):  # not cached there (or, with n == 0, the file ends there now)
+            break
     return done, calls
 
 
