@@ -8,9 +8,9 @@ Configuration is read from the environment at cuInit (:mod:`mock_gpu.config`).
 from __future__ import annotations
 
 from . import driver
+from ._driver.results import REPORTS, last_error_report
 from ._driver.system import set_system
 from .config import ConfigError, MockConfig, load_config
-from .errors import REPORTS, last_error_report
 
 __all__ = ["ConfigError", "MockConfig", "driver", "last_error_report", "load_config", "reset"]
 

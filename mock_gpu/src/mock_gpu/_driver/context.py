@@ -7,8 +7,8 @@ from typing import Any
 
 from cuda.bindings.driver import CUcontext, CUdevice
 
-from ..errors import DriverError, error
 from .handles import Context, Device, System, handle_value
+from .results import DriverError, error
 from .system import api, current_ctx, system
 from .work import discard, synchronize_context
 

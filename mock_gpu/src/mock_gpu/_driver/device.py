@@ -7,8 +7,8 @@ from typing import Any
 from cuda.bindings.driver import CUdevice, CUdevice_attribute
 
 from ..config import MAX_BLOCK_DIM, MAX_GRID_DIM, MAX_THREADS_PER_BLOCK, SHARED_PER_BLOCK, WARP_SIZE
-from ..errors import error
 from .handles import Device
+from .results import error
 from .system import api, system
 
 

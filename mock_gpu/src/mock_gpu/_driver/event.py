@@ -11,8 +11,8 @@ from typing import Any
 
 from cuda.bindings.driver import CUevent, CUevent_flags
 
-from ..errors import error
 from .handles import Event
+from .results import error
 from .stream import Marker
 from .system import api, current_ctx, raise_if_sticky, resolve_stream, system
 from .work import complete, enqueue

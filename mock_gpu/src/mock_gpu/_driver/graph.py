@@ -23,11 +23,11 @@ from cuda.bindings.driver import (
     CUstreamCaptureStatus,
 )
 
-from ..errors import error
 from .handles import Capture, Graph, GraphExec, GraphNode, Operation, handle_value
 from .launch import KernelLaunch, prepare_launch
 from .marshal import byte_count
 from .memory import Copy, Fill, copy_op, fill_op
+from .results import error
 from .stream import Marker
 from .system import api, resolve_stream, system
 from .work import enqueue

@@ -18,9 +18,9 @@ from typing import Any, Protocol, TypeVar
 
 from cuda.bindings.driver import CUstream_flags
 
+from ..address_space import AddressSpace
 from ..config import ArchInfo, MockConfig
-from ..errors import DriverError, error
-from ..memory import AddressSpace
+from .results import DriverError, error
 
 T = TypeVar("T")
 # Handle values look like host addresses of driver objects; they start high so that a stray small integer

@@ -8,8 +8,8 @@ from typing import Any
 from cuda.bindings.driver import CUresult
 
 from ..config import ConfigError, load_config
-from ..errors import ERROR_STRINGS, REPORTS, error
 from .handles import System
+from .results import ERROR_STRINGS, REPORTS, error
 from .system import api, get_system_or_none, set_system
 
 DRIVER_VERSION = 12080  # reported by cuDriverGetVersion: CUDA 12.8 (1000 * major + 10 * minor)

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from cuda.bindings.driver import CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE, CU_LAUNCH_PARAM_END
 
-from ..errors import error
+from .results import error
 
 _PTR = ctypes.sizeof(ctypes.c_void_p)
 # The widest alignment a C compiler gives a parameter struct on x86-64/aarch64 (long double, __int128):

@@ -1,7 +1,7 @@
 """Memory management: device and page-locked host allocations, copies and memsets (CUDA driver API 6.13 "Memory
 Management"; host synchronization as in CUDA driver API 2, "API synchronization behavior").
 
-Device memory lives in the emulator's own address space (:class:`mock_gpu.memory.AddressSpace`): device pointers are
+Device memory lives in the emulator's own address space (:class:`mock_gpu.address_space.AddressSpace`): device pointers are
 not host addresses, and every byte a copy touches must lie in a live allocation, otherwise the call fails with
 CUDA_ERROR_INVALID_VALUE and a report naming the address and the nearest allocation.
 
@@ -29,10 +29,10 @@ from cuda.bindings.driver import (
     CUdeviceptr,
 )
 
-from ..errors import error
-from ..memory import MemoryFault, OutOfMemory
+from ..address_space import MemoryFault, OutOfMemory
 from .handles import Context, HostAllocation, Stream, handle_value
 from .marshal import byte_count, host_address, host_range, read_host
+from .results import error
 from .system import api, current_ctx, resolve_stream, system
 from .work import complete, enqueue, synchronize_system
 

@@ -13,11 +13,11 @@ from typing import Any
 from cuda.bindings.driver import CUdeviceptr, CUfunction, CUjit_option, CUmodule
 
 from .. import ptx
+from ..address_space import OutOfMemory
 from ..config import SHARED_PER_BLOCK
-from ..errors import DriverError, error
-from ..memory import OutOfMemory
 from .handles import Function, LoadedModule
 from .marshal import MIN_HOST_ADDRESS, byte_count, host_address
+from .results import DriverError, error
 from .system import api, current_ctx, raise_if_sticky, system
 from .work import synchronize_context
 

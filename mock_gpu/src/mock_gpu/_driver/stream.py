@@ -11,8 +11,8 @@ from typing import Any
 
 from cuda.bindings.driver import CUstream, CUstream_flags
 
-from ..errors import error
 from .handles import Event, Stream
+from .results import error
 from .system import api, current_ctx, resolve_stream, system
 from .work import enqueue, synchronize_stream
 

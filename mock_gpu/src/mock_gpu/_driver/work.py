@@ -20,9 +20,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from ..errors import DriverError, error
-from ..memory import MemoryFault
+from ..address_space import MemoryFault
 from .handles import Context, Operation, Stream, System, Work
+from .results import DriverError, error
 from .system import poison, raise_if_sticky, system
 
 __all__ = ["complete", "discard", "enqueue", "synchronize_context", "synchronize_stream", "synchronize_system"]

@@ -7,14 +7,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..memory import MemoryFault
-from . import memops
-from .decoded import DecodeError, operand_count
-from .linker import Loc
+from ...address_space import MemoryFault
+from ..exec import memops
+from ..linker import Loc
+from ..ops import GENERIC_WINDOWS
+from ..parse.syntax import Addr, Imm, Vec
+from ..types import RAW, STORAGE, WIDTH
 from .modifiers import CACHE_HINT
-from .operands import GENERIC_WINDOWS, reader, uniform, writer
-from .syntax import Addr, Imm, Vec
-from .types import RAW, STORAGE, WIDTH
+from .operands import DecodeError, operand_count, reader, uniform, writer
 
 __all__ = ["SPACES", "address", "cp_async", "cvta", "is_pred", "isspacep", "ldst", "mov", "state_space"]
 

@@ -16,10 +16,10 @@ import time
 
 import numpy as np
 
-from ..memory import AddressSpace, MemoryFault
-from .decoded import BARRIER, BRANCH, EXIT, NORMAL, TRAP, Op
-from .errors import BarrierDivergence, DeviceAssertion, ExecutionError, LaunchTimeout
-from .types import RAW, WIDTH
+from ...address_space import AddressSpace, MemoryFault
+from ..errors import BarrierDivergence, DeviceAssertion, ExecutionError, LaunchTimeout
+from ..ops import BARRIER, BRANCH, EXIT, NORMAL, TRAP, Op
+from ..types import RAW, WIDTH
 
 __all__ = ["launch", "CHUNK_BYTES"]
 

@@ -2,10 +2,10 @@
 
 Entry point of the ALU: the interpreter describes one instruction with an :class:`AluSpec`, asks :func:`supports`
 at module load time, and calls :func:`execute` with one 1-D array per source operand (one element per active
-thread). The families live in ``alu_int`` (PTX ISA 9.7.1 integer arithmetic), ``alu_bits`` (9.7.1 bit
-manipulation, 9.7.8 logic and shift, prmt), ``alu_float`` (9.7.3/9.7.4 floating point), ``alu_cmp`` (9.7.6
-comparison and selection, testp) and ``alu_cvt`` (9.7.9.21 cvt, with ``alu_fp8`` for 8-bit floats); ``alu_fp``
-holds the exact-rounding helpers. The SIMD video instructions live in ``alu_video`` (called by the decoder).
+thread). The families live in ``integer`` (PTX ISA 9.7.1 integer arithmetic), ``bits`` (9.7.1 bit
+manipulation, 9.7.8 logic and shift, prmt), ``floating`` (9.7.3/9.7.4 floating point), ``compare`` (9.7.6
+comparison and selection, testp) and ``convert`` (9.7.9.21 cvt, with ``fp8`` for 8-bit floats); ``fp``
+holds the exact-rounding helpers. The SIMD video instructions live in ``video`` (called by the decoder).
 
 Operand and result storage dtypes: u8..u64/b8..b64 -> np.uint8..np.uint64, s8..s64 -> np.int8..np.int64,
 f16 -> np.float16, bf16 -> np.uint16 (raw bits), f32 -> np.float32, f64 -> np.float64, f16x2/bf16x2 -> np.uint32
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import alu_bits, alu_cmp, alu_cvt, alu_float, alu_int
-from .alu_spec import AluSpec, UnsupportedInstruction, describe, source_count
-from .types import FLOAT_TYPES, INT_BITS, INT_PACKED_TYPES, PACKED_TYPES, storage_dtype
+from ..types import FLOAT_TYPES, INT_BITS, INT_PACKED_TYPES, PACKED_TYPES, storage_dtype
+from . import bits, compare, convert, floating, integer
+from .spec import AluSpec, UnsupportedInstruction, describe, source_count
 
 __all__ = ["AluSpec", "UnsupportedInstruction", "execute", "supports"]
 
@@ -32,16 +32,16 @@ _PACKED_OPS = {"add", "sub", "mul", "fma", "mad", "neg", "abs", "min", "max", "e
 
 
 def _family(spec: AluSpec):  # -> module with supports/execute, or None
-    if spec.op in alu_cmp.OPS:
-        return alu_cmp
-    if spec.op in alu_cvt.OPS:
-        return alu_cvt
-    if spec.op in alu_bits.OPS:
-        return alu_bits
-    if spec.type in FLOAT_TYPES and spec.op in alu_float.OPS:
-        return alu_float
-    if spec.type in INT_BITS and spec.op in alu_int.OPS:
-        return alu_int
+    if spec.op in compare.OPS:
+        return compare
+    if spec.op in convert.OPS:
+        return convert
+    if spec.op in bits.OPS:
+        return bits
+    if spec.type in FLOAT_TYPES and spec.op in floating.OPS:
+        return floating
+    if spec.type in INT_BITS and spec.op in integer.OPS:
+        return integer
     return None
 
 
@@ -66,7 +66,7 @@ def supports(spec: AluSpec) -> bool:
     """Whether :func:`execute` implements ``spec``, decided without executing anything (no exceptions)."""
     packed = _packed_compare(spec)
     if packed is not None:
-        return alu_cmp.supports(AluSpec("setp", PACKED_TYPES[packed], spec.mods - {"pq"}, None, spec.cmp,
+        return compare.supports(AluSpec("setp", PACKED_TYPES[packed], spec.mods - {"pq"}, None, spec.cmp,
                                         spec.boolop))
     scalar = _scalar_of_packed(spec)
     if scalar is not None:
@@ -127,7 +127,7 @@ def _packed_cmp(spec: AluSpec, arrays: tuple[np.ndarray, ...]) -> np.ndarray | t
     for shift in (0, 16):
         parts = [((a.astype(np.uint32) >> np.uint32(shift)) & np.uint32(0xFFFF)).astype(np.uint16).view(dt)
                  for a in arrays[:2]]
-        results.append(np.asarray(alu_cmp.execute(scalar, (*parts, *arrays[2:]))))
+        results.append(np.asarray(compare.execute(scalar, (*parts, *arrays[2:]))))
     if spec.op == "setp":
         return results[0], results[1]
     one = np.uint32(_HALF_ONE.get(spec.type, 0xFFFF))

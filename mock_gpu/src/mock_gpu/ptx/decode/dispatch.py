@@ -1,6 +1,6 @@
-"""Decoder: linked instructions -> pre-built closures (``Op``, see :mod:`mock_gpu.ptx.decoded`), once at load time.
+"""Decoder: linked instructions -> pre-built closures (``Op``, see :mod:`mock_gpu.ptx.ops`), once at load time.
 
-This module dispatches each instruction to its family's decoder (``decode_alu``, ``decode_data``, ``decode_sync``)
+This module dispatches each instruction to its family's decoder (``decode.alu``, ``decode.data``, ``decode.sync``)
 and decodes control flow (bra, ret/exit, trap, device-side assert) itself. Everything that can be checked without
 running (opcode, types, operand kinds, ALU support) is checked here and reported as PTXError with the line.
 """
@@ -11,13 +11,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import alu_video, decode_alu, decode_data, decode_sync, memops, warp
-from .decoded import BRANCH, EXIT, NORMAL, TRAP, DecodeError, Op
-from .errors import PTXError
-from .linker import Label, LInstr, Loc
+from ..alu import video
+from ..errors import PTXError
+from ..exec import memops, warp
+from ..linker import Label, LInstr, Loc
+from ..ops import BRANCH, EXIT, NORMAL, TRAP, Op
+from ..types import STORAGE
+from . import alu, data, sync
 from .modifiers import ALLOWED, unknown_modifiers
-from .operands import OperandError, writer
-from .types import STORAGE
+from .operands import DecodeError, OperandError, writer
 
 __all__ = ["decode"]
 
@@ -88,7 +90,7 @@ def _decode_one(li: LInstr, rt: list[str], text: str) -> Op:
     if base in ("trap", "brkpt"):
         return Op(TRAP, None, li.guard, li.line, text)
     if base in ("bar", "barrier"):
-        return decode_sync.barrier(li, rt, text)
+        return sync.barrier(li, rt, text)
     return Op(NORMAL, _normal(li, rt), li.guard, li.line, text)
 
 
@@ -102,35 +104,35 @@ def _normal(li: LInstr, rt: list[str]) -> Callable:
         w = writer(ops[0], "b64", rt)
         return lambda c, i: w(c, i, np.zeros(c.n if i is None else i.size, np.uint64))
     if base in ("add", "sub", "addc", "subc", "mad", "madc") and ("cc" in mods or base.endswith("c")):
-        return decode_alu.carry(base, types, mods, ops, rt)
+        return alu.carry(base, types, mods, ops, rt)
     if base == "lop3":
-        return decode_alu.lop3(types, mods, ops, rt)
-    if base in alu_video.OPS:
-        return decode_alu.video(base, types, mods, ops, rt)
-    if base in decode_alu.ALU_OPS:
-        return decode_alu.alu_instruction(base, types, cmp, boolop, mods, ops, rt)
+        return alu.lop3(types, mods, ops, rt)
+    if base in video.OPS:
+        return alu.video(base, types, mods, ops, rt)
+    if base in alu.ALU_OPS:
+        return alu.alu_instruction(base, types, cmp, boolop, mods, ops, rt)
     if base == "mov":
-        return decode_data.mov(types, ops, rt)
+        return data.mov(types, ops, rt)
     if base == "cvta":
-        return decode_data.cvta(li.op, types, ops, rt)
+        return data.cvta(li.op, types, ops, rt)
     if base == "isspacep":
-        return decode_data.isspacep(li.op[1], ops, rt)
+        return data.isspacep(li.op[1], ops, rt)
     if base in ("ld", "ldu", "st"):
-        return decode_data.ldst(base, li.op, types, mods, ops, rt)
+        return data.ldst(base, li.op, types, mods, ops, rt)
     if base == "cp":
-        return decode_data.cp_async(li.op, mods, ops, rt)
+        return data.cp_async(li.op, mods, ops, rt)
     if base in ("atom", "red"):
-        return decode_sync.atom(base, types, mods, ops, rt)
+        return sync.atom(base, types, mods, ops, rt)
     if base == "shfl":
-        return decode_sync.shfl(types, mods, ops, rt)
+        return sync.shfl(types, mods, ops, rt)
     if base == "vote":
-        return decode_sync.vote(types, mods, ops, rt)
+        return sync.vote(types, mods, ops, rt)
     if base == "activemask":
         return warp.activemask(writer(ops[0], "b32", rt))
     if base == "redux":
-        return decode_sync.redux(types, mods, ops, rt)
+        return sync.redux(types, mods, ops, rt)
     if base == "match":
-        return decode_sync.match(types, mods, ops, rt)
+        return sync.match(types, mods, ops, rt)
     raise DecodeError(f"opcode {base!r} is not supported by the interpreter")
 
 
@@ -156,5 +158,5 @@ def _c_string(c, address: int, limit: int = 400) -> str:
     if found is None:
         return "?"
     base, size, _ = found
-    data = c.space.read(address, min(limit, base + size - address))
-    return data.split(b"\x00", 1)[0].decode(errors="replace")
+    raw = c.space.read(address, min(limit, base + size - address))
+    return raw.split(b"\x00", 1)[0].decode(errors="replace")

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .alu_spec import AluSpec
-from .types import INT_BITS, INT_SIGNED, int_type, signed_dtype, storage_dtype, unsigned_dtype
+from ..types import INT_BITS, INT_SIGNED, int_type, signed_dtype, storage_dtype, unsigned_dtype
+from .spec import AluSpec
 
 OPS = frozenset({"add", "sub", "mul", "mad", "mul24", "mad24", "sad", "div", "rem", "abs", "neg", "min", "max", "dp4a",
                  "dp2a"})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .operands import Reader, Writer
+from ..ops import Reader, Writer
 
 __all__ = ["shfl", "vote", "activemask", "redux", "match"]
 

@@ -1,9 +1,8 @@
-"""What the decoder produces and the scheduler runs: decoded instructions (``Op``) and their kinds.
+"""The interface between the decoder and the engine: decoded instructions (``Op``), their kinds, operand closures.
 
 Each Op has a ``kind`` the scheduler dispatches on (normal, branch, exit, barrier, trap), an optional guard predicate
 and, for normal instructions, ``fn(ctx, idx)`` that executes it for the selected threads (``idx`` None = all threads of
-the chunk). The family decoders (``decode_alu``, ``decode_data``, ``decode_sync``) raise :class:`DecodeError` for a
-form they do not support; :func:`mock_gpu.ptx.decode.decode` turns it into a PTXError with the line.
+the chunk). Operands are read and written by closures (``Reader``, ``Writer``; see :mod:`mock_gpu.ptx.decode.operands`).
 """
 
 from __future__ import annotations
@@ -11,9 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .operands import Reader
+import numpy as np
 
-__all__ = ["BARRIER", "BRANCH", "EXIT", "NORMAL", "TRAP", "BarSpec", "DecodeError", "Op", "operand_count"]
+__all__ = ["BARRIER", "BRANCH", "EXIT", "GENERIC_WINDOWS", "NORMAL", "TRAP", "BarSpec", "Op", "Reader", "Writer"]
+
+Reader = Callable[..., np.ndarray]
+Writer = Callable[..., None]
+
+# Generic-address windows (PTX ISA 6.4.1 generic addressing): shared, local and kernel-param windows sit below the
+# global allocations (which start at 1 << 40), each 4 GiB wide.
+GENERIC_WINDOWS = {"shared": 1 << 32, "local": 2 << 32, "kparam": 3 << 32}
 
 NORMAL, BRANCH, EXIT, BARRIER, TRAP = range(5)
 
@@ -43,12 +49,3 @@ class Op:
     target: int = -1
     bar: BarSpec | None = None
 
-
-class DecodeError(Exception):
-    """An instruction form the interpreter does not support, or malformed operands; the message says which."""
-
-
-def operand_count(ops: list, want: int, form: str) -> None:
-    """DecodeError unless ``ops`` has ``want`` operands; ``form`` is the instruction's operand syntax."""
-    if len(ops) != want:
-        raise DecodeError(f"expected {want} operands ({form}), found {len(ops)}")

@@ -1,6 +1,6 @@
 """The description of one ALU instruction form, and how many source operands each opcode takes.
 
-A leaf module: the ALU families (``alu_int``, ``alu_float``...) and the decoder import it; it imports none of them.
+A leaf module: the ALU families (``integer``, ``floating``...) and the decoder import it; it imports none of them.
 :data:`ARITY` is the one table of source operand counts (PTX ISA chapter 9, each instruction's syntax).
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .types import PACKED_TYPES
+from ..types import PACKED_TYPES
 
 __all__ = ["ARITY", "AluSpec", "UnsupportedInstruction", "describe", "source_count"]
 

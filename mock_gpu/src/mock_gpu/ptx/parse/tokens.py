@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .errors import PTXError
+from ..errors import PTXError
 from .lexer import Token, tokenize
 
 __all__ = ["TokenStream", "parse_int"]

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .alu_fp import MIN_NORMAL, flush_f64, to_f64
-from .alu_spec import AluSpec
-from .types import FLOAT_TYPES, INT_BITS, storage_dtype
+from ..types import FLOAT_TYPES, INT_BITS, storage_dtype
+from .fp import MIN_NORMAL, flush_f64, to_f64
+from .spec import AluSpec
 
 OPS = frozenset({"setp", "set", "selp", "slct", "testp"})
 INT_CMPS = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs"})

@@ -7,12 +7,12 @@ NVRTC's inline-asm expansions do); labels, module symbols and callees are resolv
 
 from __future__ import annotations
 
+from ..errors import PTXError
+from ..types import STORAGE
 from .declarations import variable
-from .errors import PTXError
 from .lexer import Token
 from .syntax import SPECIAL_REGS, Addr, ArgList, FImm, Func, Imm, Not, Pair, Reg, Sink, Special, Stmt, Sym, Vec
 from .tokens import TokenStream, parse_int
-from .types import STORAGE
 
 __all__ = ["BodyParser"]
 

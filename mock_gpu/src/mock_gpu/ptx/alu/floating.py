@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .alu_fp import (
+from .fp import (
     FLOAT_FORMATS,
     ROUND_MODES,
     STORAGE,
@@ -33,7 +33,7 @@ from .alu_fp import (
     two_prod,
     two_sum,
 )
-from .alu_spec import AluSpec
+from .spec import AluSpec
 
 ROUNDED_OPS = frozenset({"add", "sub", "mul", "fma", "mad", "div", "sqrt", "rcp"})
 APPROX_OPS = frozenset({"ex2", "lg2", "sin", "cos", "tanh", "rsqrt"})

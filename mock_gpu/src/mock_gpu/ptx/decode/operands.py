@@ -8,27 +8,28 @@ copy), and writers copy a value that does not own its memory, so no two register
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
-from .linker import Loc
-from .syntax import FImm, Imm, Not, Reg, Sink, Special
-from .types import RAW, STORAGE, WIDTH, const_value, to_raw, to_type
+from ..linker import Loc
+from ..ops import Reader, Writer
+from ..parse.syntax import FImm, Imm, Not, Reg, Sink, Special
+from ..types import RAW, STORAGE, WIDTH, const_value, to_raw, to_type
 
-__all__ = ["Reader", "Writer", "reader", "writer", "uniform", "is_uniform", "OperandError", "GENERIC_WINDOWS"]
-
-Reader = Callable[..., np.ndarray]
-Writer = Callable[..., None]
-
-# Generic-address windows (PTX ISA 6.4.1 generic addressing): shared, local and kernel-param windows sit below the
-# global allocations (which start at 1 << 40), each 4 GiB wide.
-GENERIC_WINDOWS = {"shared": 1 << 32, "local": 2 << 32, "kparam": 3 << 32}
-WINDOW_SIZE = 1 << 32
+__all__ = ["DecodeError", "OperandError", "is_uniform", "operand_count", "reader", "uniform", "writer"]
 
 
 class OperandError(Exception):
     """An operand that does not fit its instruction (turned into a PTXError with the line by the decoder)."""
+
+
+class DecodeError(Exception):
+    """An instruction form the interpreter does not support, or malformed operands; the message says which."""
+
+
+def operand_count(ops: list, want: int, form: str) -> None:
+    """DecodeError unless ``ops`` has ``want`` operands; ``form`` is the instruction's operand syntax."""
+    if len(ops) != want:
+        raise DecodeError(f"expected {want} operands ({form}), found {len(ops)}")
 
 
 def reader(o: object, t: str, reg_types: list[str]) -> Reader:

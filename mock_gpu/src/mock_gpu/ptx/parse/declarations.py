@@ -3,9 +3,9 @@ initializers), shared by module-scope, parameter-list and function-body parsing.
 
 from __future__ import annotations
 
+from ..types import WIDTH
 from .syntax import TYPES, Decl, FImm
 from .tokens import TokenStream, parse_int
-from .types import WIDTH
 
 __all__ = ["initializer", "variable"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mock_gpu.memory import BASE_ADDRESS, AddressSpace, MemoryFault, OutOfMemory
+from mock_gpu.address_space import BASE_ADDRESS, AddressSpace, MemoryFault, OutOfMemory
 
 
 @pytest.fixture

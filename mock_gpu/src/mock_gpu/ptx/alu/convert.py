@@ -9,17 +9,17 @@
   .ftz flushes a subnormal f32 source and a subnormal f32 result; .sat clamps a float result to [0, 1] (NaN -> 0);
   .relu turns negative results into +0 (NaN stays NaN). NaN results are the canonical NaN.
 - cvt.{rn,rz..}.f16x2.f32 / .bf16x2.f32 d, a, b: a is converted into the upper half of d, b into the lower half.
-- 8-bit floats (e4m3x2, e5m2x2): see ``alu_fp8``.
+- 8-bit floats (e4m3x2, e5m2x2): see ``fp8``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .alu_fp import ROUND_MODES, finish, flush_f64, narrow_exact, round_pair, to_f64, two_sum
-from .alu_fp8 import FP8_TYPES, from_fp8, to_fp8
-from .alu_spec import AluSpec
-from .types import FLOAT_TYPES, INT_BITS, INT_SIGNED, PACKED_TYPES, storage_dtype
+from ..types import FLOAT_TYPES, INT_BITS, INT_SIGNED, PACKED_TYPES, storage_dtype
+from .fp import ROUND_MODES, finish, flush_f64, narrow_exact, round_pair, to_f64, two_sum
+from .fp8 import FP8_TYPES, from_fp8, to_fp8
+from .spec import AluSpec
 
 OPS = frozenset({"cvt"})
 INT_ROUND = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}

@@ -7,14 +7,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import memops, warp
-from .decode_data import address, state_space
-from .decoded import BARRIER, NORMAL, BarSpec, DecodeError, Op, operand_count
-from .linker import LInstr
+from ..exec import memops, warp
+from ..linker import LInstr
+from ..ops import BARRIER, NORMAL, BarSpec, Op
+from ..parse.syntax import Pair
+from ..types import WIDTH
+from .data import address, state_space
 from .modifiers import CACHE_HINT
-from .operands import reader, writer
-from .syntax import Pair
-from .types import WIDTH
+from .operands import DecodeError, operand_count, reader, writer
 
 __all__ = ["atom", "barrier", "match", "redux", "shfl", "vote"]
 

@@ -6,7 +6,7 @@ import bisect
 import re
 from dataclasses import dataclass
 
-from .errors import PTXError
+from ..errors import PTXError
 
 __all__ = ["Token", "tokenize"]
 

@@ -6,13 +6,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..memory import AddressSpace
-from .decode import decode
-from .decoded import Op
+from ..address_space import AddressSpace
+from .decode.dispatch import decode
 from .errors import PTXError
 from .linker import link_kernel
-from .parser import parse
-from .syntax import Decl, FImm, ParsedModule
+from .ops import Op
+from .parse.parser import parse
+from .parse.syntax import Decl, FImm, ParsedModule
 from .types import STORAGE, WIDTH, const_value
 
 __all__ = ["Kernel", "Module", "load_module"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .alu_spec import AluSpec
-from .types import INT_BITS, INT_SIGNED, unsigned_dtype
+from ..types import INT_BITS, INT_SIGNED, unsigned_dtype
+from .spec import AluSpec
 
 OPS = frozenset({"and", "or", "xor", "not", "cnot", "shl", "shr", "popc", "clz", "brev", "bfind", "bfe", "bfi",
                  "prmt", "shf", "lop3", "bmsk", "szext"})

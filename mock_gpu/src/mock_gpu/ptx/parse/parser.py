@@ -4,9 +4,9 @@ chapter 11 directives; function bodies are parsed by :mod:`mock_gpu.ptx.body`, d
 
 from __future__ import annotations
 
+from ..errors import PTXError
 from .body import BodyParser
 from .declarations import variable
-from .errors import PTXError
 from .lexer import Token
 from .syntax import Decl, Func, ParsedModule
 from .tokens import TokenStream

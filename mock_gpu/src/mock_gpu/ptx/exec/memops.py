@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..memory import MemoryFault, gather, scatter
-from . import alu
-from .operands import GENERIC_WINDOWS
+from ...address_space import MemoryFault, gather, scatter
+from .. import alu
+from ..ops import GENERIC_WINDOWS
 
 __all__ = ["resolve_space", "load", "store", "atomic", "space_of_generic"]
 

@@ -7,12 +7,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import alu, alu_video
-from .alu_spec import ARITY
-from .decoded import DecodeError, operand_count
-from .operands import is_uniform, reader, writer
-from .syntax import Imm, Not, Pair, Reg
-from .types import STORAGE, WIDTH
+from .. import alu
+from ..alu import video as simd
+from ..alu.spec import ARITY
+from ..parse.syntax import Imm, Not, Pair, Reg
+from ..types import STORAGE, WIDTH
+from .operands import DecodeError, is_uniform, operand_count, reader, writer
 
 __all__ = ["ALU_OPS", "alu_instruction", "carry", "lop3", "video"]
 
@@ -123,8 +123,8 @@ def video(base, types, mods, ops, rt) -> Callable:
     want = 2 if vset else 3
     if len(types) != want or any(t not in ("u32", "s32") for t in types):
         raise DecodeError(f"{base} needs {want} types from .u32/.s32")
-    cmp = next(iter(mods & alu_video.CMPS), None)
-    if vset and (cmp is None or len(mods & alu_video.CMPS) != 1):
+    cmp = next(iter(mods & simd.CMPS), None)
+    if vset and (cmp is None or len(mods & simd.CMPS) != 1):
         raise DecodeError(f"{base} needs one comparison (.eq .ne .lt .le .gt .ge)")
     operand_count(ops, 4, "d, a, b, c")
     _check_widths([(o, "b32") for o in ops], rt)
@@ -135,7 +135,7 @@ def video(base, types, mods, ops, rt) -> Callable:
 
     def run(ctx, i):
         n = ctx.n if i is None else i.size
-        d(ctx, i, alu_video.video(base, signs, sat, add, cmp, a(ctx, i, n), b(ctx, i, n), c(ctx, i, n)))  # type: ignore[arg-type]
+        d(ctx, i, simd.video(base, signs, sat, add, cmp, a(ctx, i, n), b(ctx, i, n), c(ctx, i, n)))  # type: ignore[arg-type]
     return run
 
 

@@ -1,5 +1,5 @@
 """8-bit float conversions of cvt (PTX ISA 9.7.9.21, sm_89+): f32/f16x2 -> e4m3x2/e5m2x2 with .rn.satfinite and
-e4m3x2/e5m2x2 -> f16x2, internal to ``alu_cvt``.
+e4m3x2/e5m2x2 -> f16x2, internal to ``convert``.
 
 Formats (OCP FP8): e4m3 has 3 mantissa bits, bias 7, largest finite 448 and NaN 0x7f (no infinity); e5m2 has 2
 mantissa bits, bias 15, largest finite 57344, infinity 0x7c and NaN 0x7f. Rounding is to nearest even; .satfinite

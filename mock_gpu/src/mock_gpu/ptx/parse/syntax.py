@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .types import STORAGE
+from ..types import STORAGE
 
 __all__ = ["TYPES", "SPECIAL_REGS", "Reg", "Special", "Imm", "FImm", "Sym", "Addr", "Vec", "Not", "Sink", "Pair",
            "ArgList", "Decl", "Stmt", "Func", "ParsedModule"]
