@@ -97,7 +97,7 @@ class AddressSpace:
         base = self._next
         padded = -(-size // ALLOC_ALIGN) * ALLOC_ALIGN
         self._allocs[base] = (size, device, np.zeros(padded, dtype=np.uint8))
-        self._bases.append(base)  # bump allocation keeps the list sorted
+        bisect.insort(self._bases, base)  # host mappings may lie above the bump pointer
         self._next = base + padded + _GUARD
         self._used[device] += size
         self._arrays = None
@@ -113,6 +113,41 @@ class AddressSpace:
         self._bases.pop(bisect.bisect_left(self._bases, int(ptr)))
         self._used[device] -= size
         self._freed.append((int(ptr), size, device))
+        self._arrays = None
+
+    def reserve(self, size: int, alignment: int = 0) -> int:
+        """Reserve ``size`` bytes of addresses (> 0) aligned to ``alignment`` (a power of two; 0 for the default),
+        with nothing behind them until :meth:`map` (cuMemAddressReserve). Returns the base address."""
+        if size <= 0:
+            raise ValueError(f"a reservation must be a positive number of bytes, got {size!r}")
+        align = max(ALLOC_ALIGN, alignment)
+        if align & (align - 1):
+            raise ValueError(f"alignment must be a power of two, got {alignment}")
+        base = -(-self._next // align) * align
+        self._next = base + -(-size // ALLOC_ALIGN) * ALLOC_ALIGN + _GUARD
+        return base
+
+    def map(self, base: int, backing: np.ndarray, device: int) -> None:
+        """Make the bytes of ``backing`` (a 1-D uint8 array: host memory, or physical memory of cuMemCreate)
+        accessible at ``base`` .. ``base + backing.size`` (cuMemMap, mapped host memory). ValueError if the range
+        overlaps a live allocation or mapping, or starts near null."""
+        base, size = int(base), int(backing.size)
+        if size <= 0 or base < _NULL_LIMIT:
+            raise ValueError(f"cannot map {size} bytes at {base:#x}")
+        i = bisect.bisect_right(self._bases, base + size - 1) - 1
+        if i >= 0 and self._bases[i] + self._allocs[self._bases[i]][0] > base:
+            raise ValueError(f"the range {base:#x} + {size} overlaps the allocation at {self._bases[i]:#x}")
+        self._allocs[base] = (size, device, backing)
+        bisect.insort(self._bases, base)
+        self._arrays = None
+
+    def unmap(self, base: int) -> None:
+        """Remove the mapping made by :meth:`map` at ``base``; ValueError if there is none. Later accesses fault."""
+        if int(base) not in self._allocs:
+            raise ValueError(f"{int(base):#x} is not the base of a mapping")
+        size, device, _ = self._allocs.pop(int(base))
+        self._bases.pop(bisect.bisect_left(self._bases, int(base)))
+        self._freed.append((int(base), size, device))
         self._arrays = None
 
     def allocation(self, ptr: int) -> tuple[int, int, int] | None:
@@ -146,34 +181,67 @@ class AddressSpace:
                 return buf, ptr - base
         raise MemoryFault(self._classify(ptr, max(nbytes, 1)), ptr, nbytes, "host-copy", self.describe_nearest(ptr))
 
+    def _segments(self, ptr: int, nbytes: int) -> list[tuple[np.ndarray, int, int]]:
+        """(backing, offset, length) pieces covering ``nbytes`` at ``ptr``: one allocation, or mappings that follow
+        each other without a gap (cuMemMap chunks of one reservation). MemoryFault if any byte is outside them."""
+        try:
+            buf, off = self._host_range(ptr, nbytes)
+            return [(buf, off, nbytes)]
+        except MemoryFault as fault:
+            first = fault
+        pieces, at, left = [], int(ptr), nbytes
+        while left > 0:
+            i = bisect.bisect_right(self._bases, at) - 1
+            if i < 0 or at >= self._bases[i] + self._allocs[self._bases[i]][0]:
+                raise first
+            base = self._bases[i]
+            size, _, buf = self._allocs[base]
+            take = min(left, base + size - at)
+            pieces.append((buf, at - base, take))
+            at, left = at + take, left - take
+        return pieces
+
     def check(self, ptr: int, nbytes: int) -> None:
-        """MemoryFault unless the ``nbytes`` bytes at device address ``ptr`` lie inside one live allocation."""
-        self._host_range(ptr, nbytes)
+        """MemoryFault unless the ``nbytes`` bytes at device address ``ptr`` are all mapped (one allocation, or
+        adjacent mappings)."""
+        self._segments(ptr, nbytes)
 
     def read(self, ptr: int, nbytes: int) -> bytes:
-        """Copy ``nbytes`` from device address ``ptr``; MemoryFault if any byte is outside one live allocation."""
-        buf, off = self._host_range(ptr, nbytes)
-        return buf[off:off + nbytes].tobytes()
+        """Copy ``nbytes`` from device address ``ptr``; MemoryFault if any byte is not mapped."""
+        segments = self._segments(ptr, nbytes)
+        if len(segments) == 1:
+            buf, off, _ = segments[0]
+            return buf[off:off + nbytes].tobytes()
+        return b"".join(buf[off:off + n].tobytes() for buf, off, n in segments)
 
     def write(self, ptr: int, data: bytes | bytearray | memoryview) -> None:
-        """Copy ``data`` to device address ``ptr``; MemoryFault (nothing written) if it does not fit one allocation."""
+        """Copy ``data`` to device address ``ptr``; MemoryFault (nothing written) if any byte is not mapped."""
         src = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
-        buf, off = self._host_range(ptr, src.size)
-        buf[off:off + src.size] = src
+        done = 0
+        for buf, off, n in self._segments(ptr, src.size):
+            buf[off:off + n] = src[done:done + n]
+            done += n
 
     def copy(self, dst: int, src: int, nbytes: int) -> None:
         """Device-to-device copy of ``nbytes`` (overlap-safe); MemoryFault before anything is written."""
-        sbuf, soff = self._host_range(src, nbytes)
-        dbuf, doff = self._host_range(dst, nbytes)
-        dbuf[doff:doff + nbytes] = sbuf[soff:soff + nbytes].copy()
+        sources, targets = self._segments(src, nbytes), self._segments(dst, nbytes)
+        if len(sources) == len(targets) == 1:
+            (sbuf, soff, _), (dbuf, doff, _) = sources[0], targets[0]
+            dbuf[doff:doff + nbytes] = sbuf[soff:soff + nbytes].copy()
+        else:
+            self.write(dst, self.read(src, nbytes))
 
     def fill(self, ptr: int, pattern: bytes, count: int) -> None:
         """memset: repeat ``pattern`` (1, 2 or 4 bytes, as cuMemsetD8/D16/D32) ``count`` times from ``ptr``."""
         if len(pattern) not in (1, 2, 4):
             raise ValueError(f"fill pattern must be 1, 2 or 4 bytes, got {len(pattern)}")
         nbytes = len(pattern) * int(count)
-        buf, off = self._host_range(ptr, nbytes)
-        buf[off:off + nbytes] = np.tile(np.frombuffer(bytes(pattern), dtype=np.uint8), int(count))
+        segments = self._segments(ptr, nbytes)
+        if len(segments) == 1:
+            buf, off, _ = segments[0]
+            buf[off:off + nbytes] = np.tile(np.frombuffer(bytes(pattern), dtype=np.uint8), int(count))
+        else:
+            self.write(ptr, bytes(pattern) * int(count))
 
     # ----- vectorized device access -----
     def _sorted_arrays(self) -> tuple[np.ndarray, np.ndarray]:

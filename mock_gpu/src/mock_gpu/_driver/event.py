@@ -42,9 +42,10 @@ def cuEventRecord(hEvent: Any, hStream: Any) -> tuple:  # noqa: N803
     if stream.ctx is not event.ctx:
         raise error("CUDA_ERROR_INVALID_HANDLE", "the event was created in another context than the stream's; record "
                     "it on a stream of its own context")
-    if stream.capture is not None:
-        stream.capture.invalid = "cuEventRecord during the capture (cross-stream capture is not emulated)"
-        raise error("CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "events recorded during a stream capture are not emulated")
+    if stream.capture is not None:  # the event stands for the captured work so far (a fork or join point)
+        event.captured = (stream.capture.root, list(stream.capture.frontier))
+        return ()
+    event.captured = None
     event.record = enqueue(stream, Marker(f"record of event {event.handle:#x}"))
     return ()
 

@@ -112,7 +112,35 @@ def last_error_report() -> str | None:
     The text starts with the driver function and the ``CUresult`` name, e.g. ``"cuStreamSynchronize:
     CUDA_ERROR_ILLEGAL_ADDRESS: memcheck: illegal global memory access (out-of-bounds) in kernel 'k', block (0, 0,
     0), thread (37, 0, 0) ..."``. A kernel fault's report is the memcheck report of the PTX interpreter. Backends
-    need not call this: the same report is logged on the ``mock_gpu`` logger and appended to cuGetErrorString.
+    need not call this: the same report is logged on the ``mock_gpu`` logger.
     """
     last = REPORTS.last()
     return None if last is None else last[1]
+
+
+class NotEmulatedError(NotImplementedError):
+    """A CUDA API function that mock_gpu does not emulate was called (raised at the call, not at the lookup, so that
+    a program that only references it still imports)."""
+
+
+def not_emulated(module: str, name: str) -> Any:
+    """A stand-in for the real ``module.name`` function that raises :class:`NotEmulatedError` when called."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        raise NotEmulatedError(f"{module}.{name} is not emulated by mock_gpu (it needs a real GPU driver); see "
+                               "mock_gpu/README.md for what is emulated")
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
+def pass_through(real: Any, module: str, name: str) -> Any:
+    """What a mock module answers for a name it does not define: the real module's types, enums, structs and
+    constants as they are; a real API function (``cu*``/``cuda*``) as a :func:`not_emulated` stand-in; otherwise
+    AttributeError."""
+    if name.startswith("__") or not hasattr(real, name):
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    value = getattr(real, name)
+    if callable(value) and not isinstance(value, type) and name.startswith("cu"):
+        return not_emulated(module, name)
+    return value

@@ -37,7 +37,7 @@ def enqueue(stream: Stream, op: Operation, deps: Iterable[Work] = ()) -> Work:
     """
     if stream.capture is not None:
         capture = stream.capture
-        capture.last = capture.graph.add(system(), op, [capture.last] if capture.last else [])
+        capture.frontier = [capture.graph.add(system(), op, list(capture.frontier))]
         return Work(op, stream, (), time.perf_counter(), done=True)
     waits = tuple(w for w in (*deps, *_implicit_deps(stream)) if not w.done)
     work = Work(op, stream, waits, time.perf_counter())
