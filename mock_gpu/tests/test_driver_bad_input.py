@@ -58,7 +58,9 @@ def _body_error(body: str) -> ptx.PTXError:
     ("    mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%r0}, {%r1}, {%r2}, {%r3};", "tensor-core"),
     ("    ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r0}, [%rd1];", "matrix"),
     ("    mapa.u64 %rd1, %rd2, %r1;", "distributed shared memory"),
-    ("    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%rd1], [%rd2], %r1, [%rd3];", "cp"),
+    ("    cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%rd1], [%rd2], %r1, "
+     "[%rd3];", "cp"),
+    ("    mbarrier.frobnicate.shared.b64 [%rd1];", ".frobnicate"),
     ("    lop3.b32 %r1, %r2, %r3, %r0, %r1;", "immLut"),
     ("    add.f32 %r1, %rd1, %rd2;", ".b64 register"),
     ("    add.u64 %rd1, %r1, %r2;", ".b32 register"),

@@ -55,7 +55,11 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     "ld": _MEMORY | _CACHE_OPS, "ldu": {"global", "v2", "v4"}, "st": _MEMORY | _CACHE_OPS,
     "atom": _MEMORY | _ATOM_OPS | {"noftz"}, "red": _MEMORY | _ATOM_OPS | {"noftz"},
     "cp": {"async", "ca", "cg", "shared", "shared::cta", "global", CACHE_HINT, "commit_group", "wait_group",
-           "wait_all"} | _PREFETCH,
+           "wait_all", "bulk", "shared::cluster", "mbarrier::complete_tx::bytes"} | _PREFETCH,
+    # mbarrier (PTX ISA 9.7.13.15)
+    "mbarrier": {"init", "inval", "arrive", "arrive_drop", "expect_tx", "complete_tx", "test_wait", "try_wait",
+                 "parity", "pending_count", "noComplete", "shared", "shared::cta", "relaxed", "release", "acquire",
+                 "cta", "cluster"},
     "prefetch": {"global", "local", "L1", "L2", "L2::evict_last", "L2::evict_normal"}, "prefetchu": {"L1"},
     "createpolicy": {"fractional", "range", "global"} | _EVICT, "discard": {"global", "L2"},
     "applypriority": {"global", "L2::evict_normal"},
