@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import os
 import socket
 import subprocess
 import sys
@@ -35,9 +34,11 @@ import pytest
 
 from harness.benchmarks.kernels import empty_kernel
 from harness.benchmarks.measure import HOST, check_equal, probe, random_bytes, record_rate, record_time, run
+from harness.config import child_environ
 from runtime_backends.cloud.client.device import CloudDevice
 from runtime_backends.cloud.wire.framing import BodyBuilder
 from runtime_backends.cloud.wire.protocol import CopyOut, encode_requests
+from runtime_core import config
 from runtime_core.allocator import LRUAllocator
 from runtime_core.buffer import Buffer
 from runtime_core.device import Device
@@ -57,7 +58,7 @@ def server_address() -> Iterator[str]:
     served = "CPU" if Device.probe("CPU")[0] else "PYTHON"
     cmd = [sys.executable, "-m", "runtime_backends.cloud", "serve", "--port", "0", "--device", served,
            "--log-level", "WARNING"]
-    env = {k: v for k, v in os.environ.items() if k not in ("CLOUD_TOKEN", "HOST")}
+    env = child_environ({config.CLOUD_TOKEN.name: None, config.HOST.name: None})
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
     try:
         line = proc.stdout.readline() if proc.stdout else ""  # "serving CPU on http://127.0.0.1:PORT ..."
@@ -75,15 +76,9 @@ def server_address() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def cloud(server_address: str) -> Iterator[CloudDevice]:
     """A CloudDevice on the server process (``HOST`` set only while it opens)."""
-    saved = os.environ.get("HOST")
-    os.environ["HOST"] = server_address
-    try:
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(config.HOST.name, server_address)
         dev = CloudDevice("CLOUD")
-    finally:
-        if saved is None:
-            del os.environ["HOST"]
-        else:
-            os.environ["HOST"] = saved
     yield dev
     dev.finalize()
 
@@ -188,19 +183,15 @@ def tinygrad_cloud() -> Iterator[CloudDevice]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "CPU": "1"}
-    proc = subprocess.Popen([sys.executable, "-c", _TINYGRAD_SERVER, str(port)], env=env, stdout=subprocess.DEVNULL,
+    env = child_environ({"CPU": "1", config.HOST.name: None})
+    proc = subprocess.Popen([sys.executable, "-c", _TINYGRAD_SERVER, str(port)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL)
-    saved = {k: os.environ.get(k) for k in ("HOST", "CLOUD_CONNECT_TIMEOUT")}
-    os.environ.update(HOST=f"127.0.0.1:{port}", CLOUD_CONNECT_TIMEOUT=str(_START_S))
-    try:
+    if proc.stdout is None or b"start cloud server" not in proc.stdout.readline():
+        pytest.fail("tinygrad's CLOUD server did not start")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(config.HOST.name, f"127.0.0.1:{port}")
+        patch.setenv(config.CLOUD_CONNECT_TIMEOUT.name, str(_START_S))
         dev = CloudDevice("CLOUD")
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     try:
         yield dev
     finally:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
 import secrets
 import weakref
 from collections.abc import Sequence
@@ -40,6 +39,7 @@ from runtime_backends.cloud.wire.renderers import ReferenceRenderer, resolve_ref
 from runtime_core.allocator import LRUAllocator
 from runtime_core.buffer_spec import BufferSpec
 from runtime_core.compiler import Compiler
+from runtime_core.config import CLOUD_CONNECT_TIMEOUT, CLOUD_TIMEOUT, CLOUD_TOKEN, CLOUDDEV, HOST
 from runtime_core.device import Compiled, Device, DeviceError, default_order
 from runtime_core.program import check_launch
 from runtime_core.renderer import Renderer
@@ -145,15 +145,14 @@ class CloudDevice(Compiled):
         remote_name = device.partition(":")[2] or None
         if remote_name is not None and remote_name.partition(":")[0] == "CLOUD":
             raise ValueError(f"{device}: a CLOUD device cannot stand for another CLOUD device")
-        host, token = os.environ.get("HOST", "").strip(), os.environ.get("CLOUD_TOKEN") or None
-        timeout_s, connect_s = _env_seconds("CLOUD_TIMEOUT", 120), _env_seconds("CLOUD_CONNECT_TIMEOUT", 3)
+        host, token = HOST.get(), CLOUD_TOKEN.get()
         server = None
         if not host:
             server = LocalServer(remote_name or _local_device())
             host, token = server.address, server.token
         try:
-            link = Link(host, session_id=secrets.token_hex(16), token=token, timeout_s=timeout_s,
-                        connect_timeout_s=connect_s)
+            link = Link(host, session_id=secrets.token_hex(16), token=token, timeout_s=CLOUD_TIMEOUT.get(),
+                        connect_timeout_s=CLOUD_CONNECT_TIMEOUT.get())
             renderer, self.reference = _renderer(link.get("/renderer"), host)
             if remote_name and server is None and renderer is not None and renderer.device \
                     and renderer.device != remote_name.partition(":")[0]:
@@ -230,7 +229,7 @@ class _ForeignOnly(Renderer):
 
 
 def _local_device() -> str:
-    if name := os.environ.get("CLOUDDEV", "").strip():
+    if name := CLOUDDEV.get():
         return name
     reasons = []
     for name in default_order().names:
@@ -239,19 +238,6 @@ def _local_device() -> str:
             return name
         reasons.append(f"{name}: {why}")
     raise DeviceError("no local device for an in-process CLOUD server: " + "; ".join(reasons) + ". Set CLOUDDEV or HOST")
-
-
-def _env_seconds(name: str, default: float) -> float:
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0:
-        raise ValueError(f"{name}={text!r} must be a positive number of seconds")
-    return value
 
 
 def _json(body: bytes, host: str) -> Any:

@@ -1,8 +1,9 @@
 """The client's HTTP link to a CLOUD server: one keep-alive ``http.client`` connection, reconnects, deadlines.
 
-* Connecting retries with exponential backoff (20 ms doubling to 1 s) until ``connect_timeout_s`` (default 3 s),
-  then raises :class:`CloudConnectionError` saying which addresses it tried, how often, and how to start a server --
-  one line, no chained traceback.
+* Connecting retries with exponential backoff (20 ms doubling to 1 s) until ``connect_timeout_s``
+  (``CLOUD_CONNECT_TIMEOUT``), or for at most ``REFUSED_RETRY_S`` while every attempt is refused (nothing listens
+  there: a server that is starting listens within that time), then raises :class:`CloudConnectionError` saying which
+  addresses it tried, how often, and how to start a server -- one line, no chained traceback.
 * Before a request goes out on a kept-alive connection, the connection is checked: one the server has closed
   meanwhile (its idle timeout, or a restart) is replaced by a new one. Once a ``POST /batch`` has been written it is
   never sent again -- batches are not idempotent (a second ``BufferAlloc`` of the same number fails, a launch runs
@@ -27,12 +28,14 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["CloudError", "CloudRequestError", "CloudMemoryError", "CloudConnectionError", "CloudTimeoutError", "Reply",
-           "Link"]
+           "Link", "REFUSED_RETRY_S"]
 
 log = logging.getLogger(__name__)
 
 Bytes = bytes | bytearray | memoryview
 _JOIN_BELOW = 64 << 10  # bodies smaller than this go out in one send
+REFUSED_RETRY_S = 3.0
+"""Seconds connecting goes on while every attempt is refused."""
 _MAX_MESSAGE = 8000  # characters of a server's error message kept in the exception
 
 
@@ -127,6 +130,7 @@ class Link:
     def _connect(self) -> _Connection:
         start = time.monotonic()
         deadline, delay, attempts = start + self.connect_timeout_s, 0.02, 0
+        refused_until = start + min(self.connect_timeout_s, REFUSED_RETRY_S)
         while True:
             attempts += 1
             conn = _Connection(self.host, timeout=min(self.timeout_s, self.connect_timeout_s))
@@ -134,7 +138,7 @@ class Link:
                 conn.connect()
             except OSError as e:
                 conn.close()
-                left = deadline - time.monotonic()
+                left = (refused_until if isinstance(e, ConnectionRefusedError) else deadline) - time.monotonic()
                 if left <= 0:
                     raise CloudConnectionError(
                         f"cannot reach a CLOUD server at {self.host} ({_addresses(conn.host, conn.port)}): "

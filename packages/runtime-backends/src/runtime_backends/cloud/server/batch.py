@@ -365,18 +365,18 @@ def _names_buffer(r: Request, num: int) -> bool:
 
 def read_chunks(read: BufferRead, chunk_bytes: int) -> Iterator[memoryview]:
     """The bytes of ``read``'s buffer in pieces of at most ``chunk_bytes`` (each view is valid until the next is
-    taken): through ``_offset`` views where the allocator has them, else in one piece."""
+    taken): through offset views where the allocator has them (``capabilities.views``), else in one piece."""
     dev, buf = read.dev, read.buffer
     allocator = dev.allocator
-    if buf.size <= chunk_bytes or not allocator.supports("_offset"):
+    if buf.size <= chunk_bytes or not allocator.capabilities.views:
         whole = bytearray(buf.size)
-        allocator._copyout(memoryview(whole), buf.opaque)
+        allocator.copyout(memoryview(whole), buf.opaque)
         yield memoryview(whole)
         return
     piece = memoryview(bytearray(chunk_bytes))
     for offset in range(0, buf.size, chunk_bytes):
         n = min(chunk_bytes, buf.size - offset)
-        allocator._copyout(piece[:n], allocator._offset(buf.opaque, n, offset))
+        allocator.copyout(piece[:n], allocator.offset(buf.opaque, n, offset))
         yield piece[:n]
 
 
@@ -398,7 +398,7 @@ def _apply_one(dev: Compiled, session: Session, r: Request, blobs: Mapping[str, 
         out = plan.pool.take(buf.size) if plan.pool is not None else bytearray(buf.size)
         try:
             _device_call(dev.synchronize, where=where)
-            _device_call(dev.allocator._copyout, memoryview(out), buf.opaque, where=where)
+            _device_call(dev.allocator.copyout, memoryview(out), buf.opaque, where=where)
         except BaseException:
             _give(plan, out)
             raise
@@ -418,18 +418,18 @@ def _apply_one(dev: Compiled, session: Session, r: Request, blobs: Mapping[str, 
 
 def _copy_in(dev: Compiled, buf: _Buffer, data: memoryview, where: str) -> None:
     """Copy ``data`` into the start of ``buf``: the whole buffer, or a prefix of it (a client's view at offset 0)
-    through an ``_offset`` view, or by rewriting the whole buffer where the allocator has no views."""
+    through an offset view, or by rewriting the whole buffer where the allocator has no views."""
     allocator = dev.allocator
     if data.nbytes == buf.size:
-        _device_call(allocator._copyin, buf.opaque, data, where=where)
-    elif allocator.supports("_offset"):
-        _device_call(allocator._copyin, allocator._offset(buf.opaque, data.nbytes, 0), data, where=where)
+        _device_call(allocator.copyin, buf.opaque, data, where=where)
+    elif allocator.capabilities.views:
+        _device_call(allocator.copyin, allocator.offset(buf.opaque, data.nbytes, 0), data, where=where)
     else:
         whole = bytearray(buf.size)
         _device_call(dev.synchronize, where=where)
-        _device_call(allocator._copyout, memoryview(whole), buf.opaque, where=where)
+        _device_call(allocator.copyout, memoryview(whole), buf.opaque, where=where)
         whole[:data.nbytes] = data
-        _device_call(allocator._copyin, buf.opaque, memoryview(whole), where=where)
+        _device_call(allocator.copyin, buf.opaque, memoryview(whole), where=where)
 
 
 def _exec(session: Session, r: ProgramExec, where: str) -> bytes | None:

@@ -73,6 +73,8 @@ def serve_session(sock: socket.socket, device: str, limits: Limits, budget: Memo
     try:
         while (batch := _receive(sock)) is not None:
             _run(sock, dev, session, limits, decoded, batch)
+    except (BrokenPipeError, ConnectionResetError, EOFError):  # the server ended the session mid-answer
+        log.info("session worker %d: the server closed its socket", os.getpid())
     finally:
         release(dev, session)
         dev.finalize()
