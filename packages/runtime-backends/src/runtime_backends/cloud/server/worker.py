@@ -50,6 +50,7 @@ _LENGTH = struct.Struct("<Q")
 _REPLY = struct.Struct("<HIQ")
 _DECODED_ENTRIES = 256
 _STREAM_LIMIT = 4 << 20  # bytes the server's reader of a worker buffers before pausing it
+_JOIN_BELOW = 64 << 10  # batches smaller than this go to the worker in one send
 
 
 # the worker process
@@ -300,6 +301,10 @@ class Worker:
     def __init__(self, zygote: Zygote, pid: int, sock: socket.socket, budget: MemoryBudget, slot: int) -> None:
         self.zygote, self.pid, self.budget, self.slot = zygote, pid, budget, slot
         self._sock = sock
+        # batches go out through a second descriptor of the same socket with loop.sock_sendall, straight from the
+        # received blobs: a stream writer would copy a large body into its buffer and shift that buffer per send
+        self._out = socket.socket(fileno=os.dup(sock.fileno()))
+        self._out.setblocking(False)
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self.stopped_because = ""
@@ -321,11 +326,16 @@ class Worker:
     async def run(self, pieces: list[Blob | bytes], deadline_s: float) -> WorkerReply:
         """Send a batch (its framed blobs in ``pieces``) and wait for the answer's head, at most ``deadline_s``
         seconds (then the worker is stopped); :class:`WorkerGone` when it died or was stopped."""
-        _, writer = self._streams()
+        self._streams()
+        loop = asyncio.get_running_loop()
         total = sum(memoryview(p).nbytes for p in pieces)
         try:
-            writer.write(_LENGTH.pack(total))
-            writer.writelines(pieces)
+            if total < _JOIN_BELOW:
+                await loop.sock_sendall(self._out, b"".join([_LENGTH.pack(total), *pieces]))
+            else:
+                await loop.sock_sendall(self._out, _LENGTH.pack(total))
+                for piece in pieces:
+                    await loop.sock_sendall(self._out, piece)
             return await asyncio.wait_for(self._head(), deadline_s)
         except asyncio.TimeoutError:
             self.stop(f"the batch ran longer than --max-kernel-seconds={deadline_s:g}; its worker was stopped")
@@ -383,6 +393,7 @@ class Worker:
 
     def close(self) -> None:
         """End the session: closing its socket makes the worker free everything and exit (see :meth:`reap`)."""
+        self._out.close()
         if self._writer is not None:
             self._writer.close()
         else:
