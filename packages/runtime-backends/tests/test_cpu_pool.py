@@ -36,13 +36,21 @@ def test_probe_runs_thin_out():
     assert [n for n in range(1, 70) if probe_run(n)] == [2, 4, 8, 16, 32, 48, 64]
 
 
-@pytest.mark.parametrize("groups, chunks", [(1, 8), (7, 3), (100, 8), (5, 5), (2**40 + 3, 16)])
-def test_group_ranges_cover_every_group_once(groups, chunks):
-    ranges = split_groups(groups, chunks)
-    assert len(ranges) == min(groups, chunks) and ranges[0][0] == 0 and ranges[-1][1] == groups
-    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
-    lengths = [hi - lo for lo, hi in ranges]
-    assert max(lengths) - min(lengths) <= 1
+@pytest.mark.parametrize("gs, chunks", [((1, 1, 1), 8), ((7, 1, 1), 3), ((100, 1, 1), 8), ((5, 1, 1), 5),
+                                        ((2**40 + 3, 1, 1), 16), ((3, 4, 5), 8), ((9, 2, 1), 8), ((4, 3, 1), 5)])
+def test_group_rectangles_cover_every_group_once_in_group_order(gs, chunks):
+    rects = split_groups(gs, chunks)
+    assert 1 <= len(rects) <= chunks
+    rows, width = gs[1] * gs[2], gs[0]
+    # each rectangle's groups in launch order (x fastest), as (row, x) pairs; small grids only
+    if rows * width <= 1000:
+        order = [(r, x) for rlo, rhi, xlo, xhi in rects for r in range(rlo, rhi) for x in range(xlo, xhi)]
+        assert order == [(r, x) for r in range(rows) for x in range(width)]
+    else:  # one row: consecutive x ranges from 0 to the width
+        assert all(r[:2] == (0, 1) for r in rects) and rects[0][2] == 0 and rects[-1][3] == width
+        assert all(a[3] == b[2] for a, b in zip(rects, rects[1:]))
+    sizes = [(rhi - rlo) * (xhi - xlo) for rlo, rhi, xlo, xhi in rects]
+    assert max(sizes) - min(sizes) <= max(width, 1)
 
 
 def test_pool_runs_every_chunk_once():

@@ -142,8 +142,9 @@ CPU_MEMCHECK = Setting("CPU_MEMCHECK", FLAG, False,
 PTX = Setting("PTX", FLAG, False, "the CUDA backend renders PTX instead of CUDA C")
 MOCKGPU = Setting("MOCKGPU", FLAG, False, "the CUDA backend drives the emulated GPU of mock_gpu, not the real driver")
 DISK_IO_URING = Setting("DISK_IO_URING", FLAG, True, "large DISK reads go through io_uring (false: preadv)")
-DISK_O_DIRECT = Setting("DISK_O_DIRECT", FLAG, True,
-                        "large cold DISK reads bypass the page cache with O_DIRECT where the file system allows")
+DISK_O_DIRECT = Setting("DISK_O_DIRECT", FLAG, None,
+                        "large cold DISK reads bypass the page cache with O_DIRECT (true) or stay buffered (false)",
+                        "each file gets what its storage does best (runtime_backends.disk.readpath)")
 HOST = Setting("HOST", TEXT, None, "host:port of the CLOUD server; unset: CLOUD starts a server in this process")
 CLOUD_TOKEN = Setting("CLOUD_TOKEN", TEXT, None, "shared token of the CLOUD server (sent as Authorization: Bearer)")
 CLOUDDEV = Setting("CLOUDDEV", TEXT, None, "the device an in-process or `serve` CLOUD server serves",

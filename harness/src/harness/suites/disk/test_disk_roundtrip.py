@@ -23,7 +23,7 @@ def test_disk_view_to_device_and_back(device, read_path, disk_files, nbytes, off
     on_device = Buffer(device, nbytes, dtypes.uint8).allocate().copy_from(view)
     np.testing.assert_array_equal(on_device.numpy(), data[offset:offset + nbytes])
     if nbytes >= STREAM_MIN:
-        assert disk.dev.read_path in (read_path, "mmap")  # "mmap": this file system keeps the file cached
+        assert disk.dev.read_path in (read_path, "page_cache")  # "page_cache": this file system keeps it cached
     back = disk.view(nbytes, dtypes.uint8, offset + 7)  # written back 7 bytes further on
     back.copy_from(on_device)
     expected = data.copy()
