@@ -12,22 +12,23 @@ import pytest
 
 from runtime_backends.cpu.device import CPUDevice
 from runtime_backends.cpu.launch import PROBE_EVERY, probe_run, split_groups
-from runtime_backends.cpu.pool import THREADS_ENV, GroupPool, threads_from_env
+from runtime_backends.cpu.pool import GroupPool, threads_from_env
 from runtime_core import Buffer, dtypes
+from runtime_core.config import CPU_THREADS
 from runtime_core.ir import Kernel, KernelBuilder
 
 
 def test_default_threads_are_the_cores_this_process_may_use(monkeypatch):
-    monkeypatch.delenv(THREADS_ENV, raising=False)
+    monkeypatch.delenv(CPU_THREADS.name, raising=False)
     assert threads_from_env() == len(os.sched_getaffinity(0))
-    monkeypatch.setenv(THREADS_ENV, "3")
+    monkeypatch.setenv(CPU_THREADS.name, "3")
     assert threads_from_env() == 3
 
 
 @pytest.mark.parametrize("value", ["0", "-2", "two", "1.5"])
 def test_bad_thread_count_names_the_variable(monkeypatch, value):
-    monkeypatch.setenv(THREADS_ENV, value)
-    with pytest.raises(ValueError, match=rf"\$CPU_THREADS='{value}' must be an int >= 1"):
+    monkeypatch.setenv(CPU_THREADS.name, value)
+    with pytest.raises(ValueError, match=rf"CPU_THREADS='{value}': expected an integer >= 1"):
         CPUDevice()
 
 
@@ -96,7 +97,7 @@ def test_results_are_identical_with_one_and_many_threads(tmp_path, monkeypatch):
     kernel = ids_kernel()
     results = {}
     for threads in (1, 4):
-        monkeypatch.setenv(THREADS_ENV, str(threads))
+        monkeypatch.setenv(CPU_THREADS.name, str(threads))
         dev = CPUDevice()
         prg = dev.runtime(kernel.name, dev.compiler.compile_cached(dev.renderer.render(kernel)))
         out = Buffer.from_numpy("CPU", np.full(148 * 10 * 3, -1, np.int32))

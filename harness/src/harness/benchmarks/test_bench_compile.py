@@ -20,7 +20,7 @@ import pytest
 
 from harness.benchmarks.kernels import GROUP, add_kernel, empty_kernel
 from harness.benchmarks.measure import HOST, probe, record_time, run
-from runtime_core.compiler import CACHE_ENV, DISABLE_ENV
+from runtime_core.config import RUNTIME_CACHE_DB, RUNTIME_DISABLE_COMPILE_CACHE
 from runtime_core.device import Device
 from runtime_core.ir import Kernel
 
@@ -54,8 +54,8 @@ def test_compile_cold(benchmark: Any, device: str, which: str) -> None:
 
 @pytest.mark.benchmark(group="compile-cached")
 def test_compile_cached(benchmark: Any, device: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache.db"))
-    monkeypatch.delenv(DISABLE_ENV, raising=False)
+    monkeypatch.setenv(RUNTIME_CACHE_DB.name, str(tmp_path / "cache.db"))
+    monkeypatch.delenv(RUNTIME_DISABLE_COMPILE_CACHE.name, raising=False)
     kernel = add_kernel(ADD_N)
     src, compiler = _source(device, kernel), Device[device].compiler
     lib = compiler.compile_cached(src)  # warms the cache
