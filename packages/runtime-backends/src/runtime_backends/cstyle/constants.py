@@ -1,4 +1,4 @@
-"""Exact bit patterns of IR constants, shared by the CUDA C and PTX renderers."""
+"""Exact bit patterns of IR constants, shared by the C-family renderers (CPU C, CUDA C) and the PTX renderer."""
 
 from __future__ import annotations
 
