@@ -128,3 +128,14 @@ def test_runtime_uses_the_current_driver_context_and_copies_by_kind(ctx, rng: np
     P = cu.CUpointer_attribute
     assert int(check(cu.cuPointerGetAttribute(P.CU_POINTER_ATTRIBUTE_CONTEXT, dev))) == int(other)
     check(cu.cuCtxDestroy(other))
+
+
+def test_coredump_settings_are_kept(ctx) -> None:
+    S = cu.CUcoredumpSettings
+    assert cu.cuCoredumpGetAttributeGlobal(S.CU_COREDUMP_FILE) == (R.CUDA_SUCCESS, b"", 1)
+    assert check(cu.cuCoredumpSetAttributeGlobal(S.CU_COREDUMP_TRIGGER_HOST, False)) == 1
+    assert check(cu.cuCoredumpSetAttributeGlobal(S.CU_COREDUMP_FILE, b"corefile")) == 9  # with its NUL
+    check(cu.cuCoredumpSetAttributeGlobal(S.CU_COREDUMP_LIGHTWEIGHT, True))
+    assert check(cu.cuCoredumpGetAttributeGlobal(S.CU_COREDUMP_TRIGGER_HOST)) == (False, 1)
+    assert check(cu.cuCoredumpGetAttributeGlobal(S.CU_COREDUMP_FILE)) == (b"corefile", 9)
+    assert check(cu.cuCoredumpGetAttributeGlobal(S.CU_COREDUMP_LIGHTWEIGHT)) == (True, 1)
