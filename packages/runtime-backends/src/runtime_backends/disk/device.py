@@ -32,7 +32,9 @@ __all__ = ["DiskDevice", "IO_URING_ENV", "O_DIRECT_ENV", "STREAM_MIN", "CHUNK", 
 
 log = logging.getLogger(__name__)
 IO_URING_ENV = "DISK_IO_URING"
-"""``DISK_IO_URING=0`` makes every DISK read use the ``preadv`` fallback (checked at each copy)."""
+"""``DISK_IO_URING=0`` makes every DISK read use ``preadv``; ``DISK_IO_URING=1`` reads uncached chunks through io_uring
+even where they are read buffered; unset, io_uring reads the O_DIRECT ones and ``preadv`` the buffered ones, in file
+order, where the kernel's readahead runs ahead of them (checked at each copy)."""
 O_DIRECT_ENV = "DISK_O_DIRECT"
 """``DISK_O_DIRECT=1`` reads uncached chunks with O_DIRECT, ``DISK_O_DIRECT=0`` buffered; unset, each file gets what
 its storage does best (:func:`runtime_backends.disk.readpath.choose_direct`)."""
@@ -56,15 +58,16 @@ class DiskDevice(Compiled):
     DISK holds data, and copies move it to and from other devices.
 
     Every buffer of the device shares one open file and one mapping; the first allocation opens it, a larger one maps
-    more of it, the last free unmaps and closes it. Copies never touch the mapping (see :mod:`runtime_backends.disk.files`:
-    a file truncated meanwhile is an error, never ``SIGBUS``): copies in reserve then ``pwrite``; copies out of at least
-    :data:`STREAM_MIN` bytes (``copyout``, and ``Buffer.copy_from`` a DISK buffer to any device) read the chunks
-    already in the page cache with ``preadv`` and the others through the device's io_uring ring
-    (:mod:`runtime_backends.disk.readers`), with O_DIRECT or buffered as :attr:`read_choice` says; when io_uring cannot
-    be set up (``EPERM`` from seccomp or ``kernel.io_uring_disabled``,
-    ``ENOSYS``, ``ENOMEM``) or ``DISK_IO_URING=0``, they use ``preadv``, and the reason is logged once and kept in
+    more of it, the last free unmaps and closes it. Copies never touch the mapping (see
+    :mod:`runtime_backends.disk.files`: a file truncated meanwhile is an error, never ``SIGBUS``): copies in reserve
+    then ``pwrite``; copies out of at least :data:`STREAM_MIN` bytes (``copyout``, and ``Buffer.copy_from`` a DISK
+    buffer to any device) read what the page cache holds with ``preadv`` and the rest as :attr:`read_choice` says
+    (:mod:`runtime_backends.disk.readpath`): with O_DIRECT through the device's io_uring ring, several reads in flight
+    (:mod:`runtime_backends.disk.readers`), or buffered with ``preadv`` in file order, which the kernel's readahead
+    runs ahead of. When io_uring cannot be set up (``EPERM`` from seccomp or ``kernel.io_uring_disabled``, ``ENOSYS``,
+    ``ENOMEM``) or ``DISK_IO_URING=0``, O_DIRECT reads use ``preadv`` too, and the reason is logged once and kept in
     :attr:`io_uring_error`. :attr:`read_path` and :attr:`bytes_by_path` say which path ran. The ring belongs to this
-    object, is created at the first streamed copy and closed by :meth:`finalize`; a lock serializes the device's
+    object, is created at the first copy that uses it and closed by :meth:`finalize`; a lock serializes the device's
     operations, so threads may share it.
 
     Raises (construction) ``ValueError`` for a name without a path or with a bad shm name.
@@ -85,8 +88,9 @@ class DiskDevice(Compiled):
         self.io_uring_error: str | None = None
         """Why streamed copies do not use io_uring (``None`` while they do, or before the first one)."""
         self.read_path: str | None = None
-        """What read the file for the last copy out: ``"io_uring"`` or ``"preadv"`` (the fallback, and every copy
-        shorter than ``STREAM_MIN``) when it read uncached chunks, ``"page_cache"`` when every chunk was cached."""
+        """What read the file for the last copy out: ``"io_uring"`` or ``"preadv"`` (buffered reads, the fallback, and
+        every copy shorter than ``STREAM_MIN``) when it read uncached chunks, ``"page_cache"`` when every chunk was
+        cached."""
         self.read_choice: str | None = None
         """How uncached chunks of this file are read, and why: O_DIRECT or buffered (set at the first cold read)."""
         self.bytes_by_path: Counter[str] = Counter()
@@ -190,7 +194,7 @@ class DiskDevice(Compiled):
                 done, calls = read_cached_prefix(FileFds(self.file.fd, name=str(self.file.target)), sink.host, offset)
             start, rest = offset + done, size - done
             jobs = plan(start, rest, staging[0].nbytes, self._residency(start, rest), merge, dest=done)
-            reader = self._reader() if jobs.reads else PreadReader()
+            reader = self._reader(self._wants_direct()) if jobs.reads else PreadReader()
         stats = reader.run(self._fds(reads=bool(jobs.reads)), jobs, sink, staging)
         stats.requests, stats.cached_bytes = stats.requests + calls, stats.cached_bytes + done
         if stats.direct_refused:
@@ -217,8 +221,11 @@ class DiskDevice(Compiled):
             self._staging = StagingPool(DEPTH, CHUNK)
         return self._staging.views
 
-    def _reader(self) -> UringReader | PreadReader:
-        if os.environ.get(IO_URING_ENV, "").strip() == "0":
+    def _reader(self, direct: bool) -> UringReader | PreadReader:
+        forced = os.environ.get(IO_URING_ENV, "").strip()
+        if forced != "0" and not direct and forced != "1":  # buffered, in order: readahead beats reads in flight
+            return PreadReader()
+        if forced == "0":
             self.io_uring_error = f"disabled by {IO_URING_ENV}=0"
             _log_once(f"DISK: io_uring {self.io_uring_error}; reads use preadv")
             return PreadReader()
