@@ -5,8 +5,8 @@ Entries (``Buffer.copy_from`` a DISK buffer over the whole file into an allocate
 streamed copy: what the page cache holds in one ``preadv2(RWF_NOWAIT)``, the rest read): ``default`` (what users get:
 O_DIRECT through io_uring or buffered ``preadv`` as the file's storage suits, ``DiskDevice.read_choice``),
 ``io_uring_direct`` (``DISK_O_DIRECT=1``), ``io_uring_buffered`` (``DISK_IO_URING=1 DISK_O_DIRECT=0``: buffered reads
-through io_uring straight into the destination), ``preadv`` (``DISK_IO_URING=0``), and ``mmap`` (a memcpy out of the DISK buffer's kept
-zero-copy host view, which page-faults what is not cached). Groups ``disk-read-warm`` and ``disk-read-cold``
+through io_uring straight into the destination), ``preadv`` (``DISK_IO_URING=0``), and ``mmap`` (a memcpy out of the
+DISK buffer's kept zero-copy host view, which page-faults what is not cached). Groups ``disk-read-warm`` and ``disk-read-cold``
 (one file size per run, in ``size_bytes``), each with a limit timed round for round beside its entries: warm,
 ``numpy.copyto`` of the same bytes between two host arrays (the most a read out of the page cache can do); cold, a
 ``readinto`` loop (read(2)) on an unbuffered ``open`` of the file into a touched array (the plainest read through
