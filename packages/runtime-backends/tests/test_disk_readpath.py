@@ -54,4 +54,4 @@ def test_the_default_reads_buffered_storage_with_preadv_and_nvme_through_io_urin
         assert dev.io_uring_error is None and dev.last_stats.buffered_bytes == data.size
     monkeypatch.setenv("DISK_O_DIRECT", "0" if storage_direct else "1")  # the override wins
     Buffer("PYTHON", data.size, dtypes.uint8).allocate().copy_from(buf)
-    assert dev.read_choice.endswith(f"set by DISK_O_DIRECT={'0' if storage_direct else '1'}")
+    assert dev.read_choice == f"{'buffered' if storage_direct else 'O_DIRECT'}: set by DISK_O_DIRECT"

@@ -3,11 +3,10 @@ file system allows dropping it; and the io_uring requirement of the io_uring CI 
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
+from harness.config import REQUIRE_IO_URING
 from harness.suites.disk.conftest import REQUIRE_ENV, io_uring_status
 from runtime_backends.disk.device import STREAM_MIN
 from runtime_core import Buffer, dtypes
@@ -54,7 +53,7 @@ def test_io_uring_runs_where_it_is_required(disk_files, monkeypatch):
     disk.copyout(out)
     np.testing.assert_array_equal(out, data)
     dev = disk.dev
-    if os.environ.get(REQUIRE_ENV) == "1":
+    if REQUIRE_IO_URING.get():
         ok, why = io_uring_status()
         assert ok, f"{REQUIRE_ENV}=1 but io_uring cannot be set up: {why}"
         assert cold, f"{REQUIRE_ENV}=1 but the page cache of {dev.file.target} cannot be dropped here (tmpfs?): " \

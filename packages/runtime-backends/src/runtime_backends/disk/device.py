@@ -25,19 +25,13 @@ from runtime_backends.disk.readers import (
 )
 from runtime_backends.disk.readpath import storage_prefers_direct
 from runtime_backends.disk.uring import Ring
+from runtime_core.config import DISK_IO_URING, DISK_O_DIRECT
 from runtime_core.device import Compiled
 from runtime_core.sink import CopySink, HostSink
 
-__all__ = ["DiskDevice", "IO_URING_ENV", "O_DIRECT_ENV", "STREAM_MIN", "CHUNK", "DEPTH", "RING_ENTRIES"]
+__all__ = ["DiskDevice", "STREAM_MIN", "CHUNK", "DEPTH", "RING_ENTRIES"]
 
 log = logging.getLogger(__name__)
-IO_URING_ENV = "DISK_IO_URING"
-"""``DISK_IO_URING=0`` makes every DISK read use ``preadv``; ``DISK_IO_URING=1`` reads uncached chunks through io_uring
-even where they are read buffered; unset, io_uring reads the O_DIRECT ones and ``preadv`` the buffered ones, in file
-order, where the kernel's readahead runs ahead of them (checked at each copy)."""
-O_DIRECT_ENV = "DISK_O_DIRECT"
-"""``DISK_O_DIRECT=1`` reads uncached chunks with O_DIRECT, ``DISK_O_DIRECT=0`` buffered; unset, each file gets what
-its storage does best (:func:`runtime_backends.disk.readpath.choose_direct`)."""
 STREAM_MIN = 1 << 20
 """Copies out shorter than this (bytes) are one ``preadv`` (no page-cache residency check)."""
 CHUNK = 2 << 20
@@ -222,11 +216,11 @@ class DiskDevice(Compiled):
         return self._staging.views
 
     def _reader(self, direct: bool) -> UringReader | PreadReader:
-        forced = os.environ.get(IO_URING_ENV, "").strip()
-        if forced != "0" and not direct and forced != "1":  # buffered, in order: readahead beats reads in flight
+        forced = DISK_IO_URING.get()  # None: io_uring for O_DIRECT reads, preadv in file order for buffered ones
+        if forced is None and not direct:  # readahead runs ahead of reads in file order; no reads in flight needed
             return PreadReader()
-        if forced == "0":
-            self.io_uring_error = f"disabled by {IO_URING_ENV}=0"
+        if forced is False:
+            self.io_uring_error = f"disabled by {DISK_IO_URING.name}=0"
             _log_once(f"DISK: io_uring {self.io_uring_error}; reads use preadv")
             return PreadReader()
         if self._ring is None:
@@ -250,11 +244,11 @@ class DiskDevice(Compiled):
         return FileFds(self.file.fd, self._direct_fd if direct else -1, PAGE, str(self.file.target))
 
     def _wants_direct(self) -> bool:
-        forced = os.environ.get(O_DIRECT_ENV, "").strip()
+        forced = DISK_O_DIRECT.get()
         if self.file.target.shm:
             self.read_choice = "buffered: a shared-memory segment is memory"
-        elif forced in ("0", "1"):
-            self.read_choice = f"{'O_DIRECT' if forced == '1' else 'buffered'}: set by {O_DIRECT_ENV}={forced}"
+        elif forced is not None:
+            self.read_choice = f"{'O_DIRECT' if forced else 'buffered'}: set by {DISK_O_DIRECT.name}"
         else:
             if self._storage_choice is None:
                 self._storage_choice = storage_prefers_direct(self.file.fd)
