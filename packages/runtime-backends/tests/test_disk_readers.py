@@ -223,7 +223,7 @@ def test_an_io_error_mid_read_is_raised_after_the_reads_in_flight_and_the_device
 def test_a_file_that_ends_early_is_an_error(view_of, scripted):
     scripted(lambda done: [(uid, 0) for uid, _ in done])
     view, _ = view_of()
-    with pytest.raises(OSError, match="ended at byte .* truncated"):
+    with pytest.raises(OSError, match=r"data.bin. ended at byte \d+: a read there came back \d+ bytes short .*truncated"):
         _to_host(view)
 
 
