@@ -55,3 +55,18 @@ def test_the_default_reads_buffered_storage_with_preadv_and_nvme_through_io_urin
     monkeypatch.setenv("DISK_O_DIRECT", "0" if storage_direct else "1")  # the override wins
     Buffer("PYTHON", data.size, dtypes.uint8).allocate().copy_from(buf)
     assert dev.read_choice == f"{'buffered' if storage_direct else 'O_DIRECT'}: set by DISK_O_DIRECT"
+
+
+def test_buffered_cold_reads_hint_sequential_readahead(make_file, disk_buffer, monkeypatch):
+    for name in ("DISK_IO_URING", "DISK_O_DIRECT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(disk_device, "storage_prefers_direct", lambda fd: (False, "buffered: test"))
+    monkeypatch.setattr(disk_device, "read_cached_prefix", lambda fds, dest, pos: (0, 0))
+    advice = []
+    real = os.posix_fadvise
+    monkeypatch.setattr(disk_device.os, "posix_fadvise", lambda fd, off, n, how: advice.append((off, n, how)) or
+                        real(fd, off, n, how))
+    path, data = make_file(2 * STREAM_MIN)
+    buf = disk_buffer(path, data.size)
+    np.testing.assert_array_equal(buf.numpy(), data)
+    assert (0, data.size, os.POSIX_FADV_SEQUENTIAL) in advice
