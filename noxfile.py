@@ -159,7 +159,7 @@ def bench(session: nox.Session) -> None:
     not know go after a second `--`.
     """
     require_c_compiler(session)
-    install_packages(session, *TEST_DEPS, *NVRTC_DEPS, "numba")
+    install_packages(session, *TEST_DEPS, *NVRTC_DEPS, "numba", "tinygrad==0.10.2")  # peers: numba, tinygrad
     session.run("python", "-m", "harness", "bench", *session.posargs, env=CI_ENV)
 
 
