@@ -177,7 +177,7 @@ def test_bad_launch_configuration_is_invalid_value_and_runs_nothing(store: Any, 
 
 @pytest.mark.parametrize(("grid", "smem", "exc", "names"), [
     ((-1, 1, 1), 0, OverflowError, "gridDimX -1"), (("a", 1, 1), 0, TypeError, "gridDimX: an integer is required"),
-    ((np.array([1, 2]), 1, 1), 0, TypeError, "0-dimensional"), ((1, 1, 1), -1, OverflowError, "sharedMemBytes -1"),
+    ((np.array([1, 2]), 1, 1), 0, TypeError, "converted to Python scalars"), ((1, 1, 1), -1, OverflowError, "sharedMemBytes -1"),
     ((1, 1, 1), None, TypeError, "sharedMemBytes: an integer is required"),
     ((1, 1, 1), 1 << 40, OverflowError, "sharedMemBytes 1099511627776"),
 ])

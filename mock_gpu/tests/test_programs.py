@@ -44,3 +44,19 @@ def test_a_failing_program_keeps_its_exit_status_and_traceback(tmp_path: Path) -
 def test_run_needs_a_program() -> None:
     done = subprocess.run([sys.executable, "-m", "mock_gpu", "run"], capture_output=True, text=True, check=False)
     assert done.returncode == 2 and "give the program to run" in done.stderr
+
+
+def test_a_test_suite_runs_with_the_legacy_names(tmp_path: Path) -> None:
+    """``python -m mock_gpu run -m pytest ...``: a pytest file written against ``cuda.cuda``/``cuda.cudart``."""
+    (tmp_path / "test_small.py").write_text(
+        "import cuda.cuda as cuda\nimport cuda.cudart as cudart\n\n\n"
+        "def test_init():\n"
+        "    assert cuda.cuInit(0) == (cuda.CUresult.CUDA_SUCCESS,)\n"
+        "    assert cuda.cuCtxCreate(0, 0)[0] == cuda.CUresult.CUDA_SUCCESS\n"
+        "    assert cudart.cudaGetDeviceCount() == (cudart.cudaError_t.cudaSuccess, 1)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MOCKGPU_")}
+    done = subprocess.run([sys.executable, "-m", "mock_gpu", "run", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "test_small.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout

@@ -16,27 +16,34 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m mock_gpu", description="Run CUDA programs on the emulated GPU.")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run a Python program (or -m module) with CUDA provided by mock_gpu")
-    run.add_argument("-m", dest="module", help="run a library module as a script, like python -m")
-    run.add_argument("target", nargs=argparse.REMAINDER, help="the program's path, then its arguments")
+    run.add_argument("target", nargs="*", help="the program's path, then its arguments; or -m module, then its "
+                     "arguments (everything after `run` is passed on as it is)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` and run the program; returns its exit status (2 for a usage error)."""
     parser = _parser()
-    args = parser.parse_args(argv)
-    if args.module is None and not args.target:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser.parse_args(argv[:1])  # the command (usage and --help); what follows it belongs to the program
+    target = argv[1:]
+    module = None
+    if target[:1] == ["-m"]:
+        if len(target) < 2:
+            parser.error("run: -m needs a module name")
+        module, target = target[1], target[2:]
+    elif not target:
         parser.error("run: give the program to run (prog.py [args...] or -m module [args...])")
     install()
-    if args.module is not None:
-        sys.argv = [args.module, *args.target]
+    if module is not None:
+        sys.argv = [module, *target]
         sys.path.insert(0, os.getcwd())
-        runpy.run_module(args.module, run_name="__main__", alter_sys=True)
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
         return 0
-    program = args.target[0]
+    program = target[0]
     if not os.path.isfile(program):
         parser.error(f"run: {program!r} is not a file")
-    sys.argv = list(args.target)
+    sys.argv = target
     sys.path.insert(0, os.path.dirname(os.path.abspath(program)))
     runpy.run_path(program, run_name="__main__")
     return 0

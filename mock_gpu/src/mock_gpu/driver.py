@@ -50,6 +50,11 @@ from cuda.bindings.driver import (  # noqa: F401
     CUstreamCaptureStatus,
 )
 
+from ._driver.array import (  # noqa: F401
+    cuArray3DCreate,
+    cuArrayCreate,
+    cuArrayDestroy,
+)
 from ._driver.context import (  # noqa: F401
     cuCtxCreate,
     cuCtxDestroy,
@@ -68,6 +73,10 @@ from ._driver.context import (  # noqa: F401
     cuDevicePrimaryCtxReset,
     cuDevicePrimaryCtxRetain,
     cuDevicePrimaryCtxSetFlags,
+)
+from ._driver.coredump import (  # noqa: F401
+    cuCoredumpGetAttributeGlobal,
+    cuCoredumpSetAttributeGlobal,
 )
 from ._driver.device import (  # noqa: F401
     cuDeviceComputeCapability,
@@ -118,7 +127,9 @@ from ._driver.init import (  # noqa: F401
 )
 from ._driver.launch import (  # noqa: F401
     cuFuncGetAttribute,
+    cuFuncGetName,
     cuFuncSetAttribute,
+    cuKernelGetName,
     cuLaunchKernel,
 )
 from ._driver.link import (  # noqa: F401
@@ -129,11 +140,17 @@ from ._driver.link import (  # noqa: F401
     cuLinkDestroy,
 )
 from ._driver.mapped import (  # noqa: F401
+    cuMemAdvise,
     cuMemAllocManaged,
     cuMemHostGetDevicePointer,
     cuMemHostRegister,
     cuMemHostUnregister,
     cuMemPrefetchAsync,
+    cuMemRangeGetAttribute,
+    cuMemRangeGetAttributes,
+    cuPointerGetAttribute,
+    cuPointerGetAttributes,
+    cuPointerSetAttribute,
 )
 from ._driver.memory import (  # noqa: F401
     cuMemAlloc,
@@ -166,6 +183,10 @@ from ._driver.module import (  # noqa: F401
     cuModuleLoadData,
     cuModuleLoadDataEx,
     cuModuleUnload,
+)
+from ._driver.profiler import (  # noqa: F401
+    cuProfilerStart,
+    cuProfilerStop,
 )
 from ._driver.results import pass_through
 from ._driver.stream import (  # noqa: F401
@@ -202,7 +223,8 @@ __all__ = [
     "CU_STREAM_PER_THREAD", "CUcontext", "CUctxCreateParams", "CUdevice", "CUdevice_attribute", "CUdeviceptr",
     "CUevent", "CUevent_flags", "CUfunction", "CUfunction_attribute", "CUgraph", "CUgraphEdgeData", "CUgraphExec",
     "CUgraphInstantiate_flags", "CUgraphNode", "CUjit_option", "CUmemorytype", "CUmodule", "CUresult", "CUstream",
-    "CUstreamCaptureMode", "CUstreamCaptureStatus", "CUstream_flags", "cuCtxCreate", "cuCtxDestroy",
+    "CUstreamCaptureMode", "CUstreamCaptureStatus", "CUstream_flags", "cuArray3DCreate", "cuArrayCreate",
+    "cuArrayDestroy", "cuCoredumpGetAttributeGlobal", "cuCoredumpSetAttributeGlobal", "cuCtxCreate", "cuCtxDestroy",
     "cuCtxDisablePeerAccess", "cuCtxEnablePeerAccess", "cuCtxGetCurrent", "cuCtxGetDevice", "cuCtxGetFlags",
     "cuCtxPopCurrent", "cuCtxPushCurrent", "cuCtxSetCurrent", "cuCtxSynchronize", "cuDeviceCanAccessPeer",
     "cuDeviceComputeCapability", "cuDeviceGet", "cuDeviceGetAttribute", "cuDeviceGetCount",
@@ -210,23 +232,25 @@ __all__ = [
     "cuDevicePrimaryCtxGetState", "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxRetain",
     "cuDevicePrimaryCtxSetFlags", "cuDeviceTotalMem", "cuDriverGetVersion", "cuEventCreate", "cuEventDestroy",
     "cuEventElapsedTime", "cuEventQuery", "cuEventRecord", "cuEventSynchronize", "cuFuncGetAttribute",
-    "cuFuncSetAttribute", "cuGetErrorName", "cuGetErrorString", "cuGraphAddDependencies", "cuGraphAddEmptyNode",
-    "cuGraphAddKernelNode", "cuGraphAddMemcpyNode", "cuGraphAddMemsetNode", "cuGraphClone", "cuGraphCreate",
-    "cuGraphDestroy", "cuGraphExecDestroy", "cuGraphExecKernelNodeSetParams", "cuGraphExecMemcpyNodeSetParams",
-    "cuGraphExecMemsetNodeSetParams", "cuGraphGetEdges", "cuGraphGetNodes", "cuGraphGetRootNodes",
-    "cuGraphInstantiate", "cuGraphInstantiateWithParams", "cuGraphLaunch", "cuInit", "cuLaunchKernel",
-    "cuLinkAddData", "cuLinkAddFile", "cuLinkComplete", "cuLinkCreate", "cuLinkDestroy", "cuMemAddressFree",
-    "cuMemAddressReserve", "cuMemAlloc", "cuMemAllocAsync", "cuMemAllocFromPoolAsync", "cuMemAllocHost",
-    "cuMemAllocManaged", "cuMemCreate", "cuMemFree", "cuMemFreeAsync", "cuMemFreeHost",
-    "cuMemGetAllocationGranularity", "cuMemGetInfo", "cuMemHostAlloc", "cuMemHostGetDevicePointer",
+    "cuFuncGetName", "cuFuncSetAttribute", "cuGetErrorName", "cuGetErrorString", "cuGraphAddDependencies",
+    "cuGraphAddEmptyNode", "cuGraphAddKernelNode", "cuGraphAddMemcpyNode", "cuGraphAddMemsetNode", "cuGraphClone",
+    "cuGraphCreate", "cuGraphDestroy", "cuGraphExecDestroy", "cuGraphExecKernelNodeSetParams",
+    "cuGraphExecMemcpyNodeSetParams", "cuGraphExecMemsetNodeSetParams", "cuGraphGetEdges", "cuGraphGetNodes",
+    "cuGraphGetRootNodes", "cuGraphInstantiate", "cuGraphInstantiateWithParams", "cuGraphLaunch", "cuInit",
+    "cuKernelGetName", "cuLaunchKernel", "cuLinkAddData", "cuLinkAddFile", "cuLinkComplete", "cuLinkCreate",
+    "cuLinkDestroy", "cuMemAddressFree", "cuMemAddressReserve", "cuMemAdvise", "cuMemAlloc", "cuMemAllocAsync",
+    "cuMemAllocFromPoolAsync", "cuMemAllocHost", "cuMemAllocManaged", "cuMemCreate", "cuMemFree", "cuMemFreeAsync",
+    "cuMemFreeHost", "cuMemGetAllocationGranularity", "cuMemGetInfo", "cuMemHostAlloc", "cuMemHostGetDevicePointer",
     "cuMemHostRegister", "cuMemHostUnregister", "cuMemMap", "cuMemPoolCreate", "cuMemPoolDestroy",
-    "cuMemPoolGetAttribute", "cuMemPoolSetAttribute", "cuMemPrefetchAsync", "cuMemRelease", "cuMemSetAccess",
-    "cuMemUnmap", "cuMemcpy", "cuMemcpyAsync", "cuMemcpyDtoD", "cuMemcpyDtoDAsync", "cuMemcpyDtoH",
-    "cuMemcpyDtoHAsync", "cuMemcpyHtoD", "cuMemcpyHtoDAsync", "cuMemcpyPeer", "cuMemcpyPeerAsync", "cuMemsetD16",
-    "cuMemsetD16Async", "cuMemsetD32", "cuMemsetD32Async", "cuMemsetD8", "cuMemsetD8Async", "cuModuleGetFunction",
-    "cuModuleGetGlobal", "cuModuleLoad", "cuModuleLoadData", "cuModuleLoadDataEx", "cuModuleUnload",
-    "cuStreamBeginCapture", "cuStreamCreate", "cuStreamDestroy", "cuStreamEndCapture", "cuStreamIsCapturing",
-    "cuStreamQuery", "cuStreamSynchronize", "cuStreamWaitEvent",
+    "cuMemPoolGetAttribute", "cuMemPoolSetAttribute", "cuMemPrefetchAsync", "cuMemRangeGetAttribute",
+    "cuMemRangeGetAttributes", "cuMemRelease", "cuMemSetAccess", "cuMemUnmap", "cuMemcpy", "cuMemcpyAsync",
+    "cuMemcpyDtoD", "cuMemcpyDtoDAsync", "cuMemcpyDtoH", "cuMemcpyDtoHAsync", "cuMemcpyHtoD", "cuMemcpyHtoDAsync",
+    "cuMemcpyPeer", "cuMemcpyPeerAsync", "cuMemsetD16", "cuMemsetD16Async", "cuMemsetD32", "cuMemsetD32Async",
+    "cuMemsetD8", "cuMemsetD8Async", "cuModuleGetFunction", "cuModuleGetGlobal", "cuModuleLoad", "cuModuleLoadData",
+    "cuModuleLoadDataEx", "cuModuleUnload", "cuPointerGetAttribute", "cuPointerGetAttributes",
+    "cuPointerSetAttribute", "cuProfilerStart", "cuProfilerStop", "cuStreamBeginCapture", "cuStreamCreate",
+    "cuStreamDestroy", "cuStreamEndCapture", "cuStreamIsCapturing", "cuStreamQuery", "cuStreamSynchronize",
+    "cuStreamWaitEvent",
 ]
 
 
@@ -237,4 +261,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(__all__) | {n for n in dir(_real) if not n.startswith("_")})
+    """The emulated functions and every non-function name of the real module: probing for an API by name (``name in
+    dir(driver)``) finds what the emulator implements."""
+    return sorted(set(__all__) | {n for n in dir(_real) if not n.startswith(("_", "cu")) or
+                                  isinstance(getattr(_real, n), type)})

@@ -118,4 +118,6 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(__all__) | {n for n in dir(_real) if not n.startswith("_")})
+    """The emulated functions and every non-function name of the real module (see mock_gpu.driver.__dir__)."""
+    return sorted(set(__all__) | _PURE | {n for n in dir(_real) if not n.startswith(("_", "cuda")) or
+                                          isinstance(getattr(_real, n), type)})

@@ -129,3 +129,20 @@ def test_missing_and_empty_files_are_refused(tmp_path):
     (tmp_path / "empty.npy").write_bytes(b"")
     with pytest.raises(ValueError, match="empty"):
         file_buffer(tmp_path / "empty.npy")
+
+
+@pytest.mark.parametrize("header_text, field", [
+    ('{"a": {"dtype": ["F32"], "shape": [1], "data_offsets": [0, 4]}}', "tensor 'a' dtype: expected one of"),
+    ('{"a": {"dtype": {"F": 32}, "shape": [1], "data_offsets": [0, 4]}}', "tensor 'a' dtype: expected one of"),
+    ('{"a": {"dtype": "F32", "shape": ' + "[" * 100000 + "]" * 100000 + ', "data_offsets": [0, 4]}}',
+     "header: expected at most 3 levels of nesting"),
+    ('{"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]}, '
+     '"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]}}', "name 'a': expected each name once"),
+    ('{"a": {"dtype": "U8", "shape": [1], "data_offsets": [false, true]}}', "tensor 'a' data_offsets: expected"),
+], ids=["dtype_list", "dtype_dict", "deep_nesting", "duplicate_names", "bool_offsets"])
+def test_the_issues_malformed_headers_are_value_errors_naming_file_and_field(tmp_path, header_text, field):
+    raw = header_text.encode()
+    (tmp_path / "x.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0" * 4)
+    with pytest.raises(ValueError) as raised:
+        safetensors_tensors(file_buffer(tmp_path / "x.safetensors"))
+    assert str(tmp_path / "x.safetensors") in str(raised.value) and field in str(raised.value), str(raised.value)

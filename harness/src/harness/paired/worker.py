@@ -138,7 +138,10 @@ class RunClock:
     On a machine with more runnable tasks than CPUs, a round that the scheduler preempts is stretched by however long
     other tasks ran: wall time then measures the neighbours' load, not the code. Waiting in the run queue is exactly
     that stretch, so it is taken out; the time the benchmark itself waits (sleep, I/O, a device, a child process) stays
-    in. Where schedstat cannot be read the clock is plain wall time (``name`` says which).
+    in. The thread's own time on a CPU (schedstat's first field) is a floor: the kernel accounts the run-queue wait at
+    scheduler ticks, so on a heavily loaded machine it can overshoot a short round's wall time (a 2 ms round read as
+    0 s, and calibration then asked for two million calls per round). Where schedstat cannot be read the clock is
+    plain wall time (``name`` says which).
     """
 
     def __init__(self) -> None:
@@ -152,18 +155,25 @@ class RunClock:
 
     def _queued(self) -> float:
         """Seconds this thread has waited in a run queue since it started."""
+        return self._schedstat()[1]
+
+    def _schedstat(self) -> tuple[float, float]:
+        """(seconds on a CPU, seconds waiting in a run queue) of this thread since it started; zeros without
+        schedstat."""
         if self._fd is None:
-            return 0.0
-        return int(os.pread(self._fd, 128, 0).split()[1]) / 1e9
+            return 0.0, 0.0
+        fields = os.pread(self._fd, 128, 0).split()
+        return int(fields[0]) / 1e9, int(fields[1]) / 1e9
 
-    def start(self) -> tuple[float, float]:
-        queued = self._queued()
-        return queued, time.perf_counter()
+    def start(self) -> tuple[float, float, float]:
+        ran, queued = self._schedstat()
+        return queued, time.perf_counter(), ran
 
-    def since(self, start: tuple[float, float]) -> float:
-        """Seconds of the round begun at ``start``, without the run-queue wait."""
+    def since(self, start: tuple[float, float, float]) -> float:
+        """Seconds of the round begun at ``start``, without the run-queue wait, and at least its time on a CPU."""
         now = time.perf_counter()
-        return max(now - start[1] - (self._queued() - start[0]), 1e-9)
+        ran, queued = self._schedstat()
+        return max(now - start[1] - (queued - start[0]), ran - start[2], 1e-9)
 
 
 _CLOCK = RunClock()

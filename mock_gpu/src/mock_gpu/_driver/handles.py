@@ -229,6 +229,9 @@ class System:
         self.registered: dict[int, int] = {}  # cuMemHostRegister base -> size
         self.mappings: dict[int, Any] = {}  # cuMemMap base -> vmm.Mapping
         self.default_pools: dict[int, Any] = {}  # device ordinal -> its default vmm.Pool
+        self.advice: dict[int, dict] = {}  # managed base -> cuMemAdvise record
+        self.sync_memops: dict[int, bool] = {}  # allocation base -> CU_POINTER_ATTRIBUTE_SYNC_MEMOPS
+        self.coredump: dict[int, Any] = {}  # CUcoredumpSettings -> value
         self._host_bases: list[int] = []  # sorted bases of host_allocations
         self.lock = threading.RLock()
         self._ids = itertools.count(_HANDLE_BASE, _HANDLE_STEP)

@@ -14,7 +14,7 @@ from cuda.bindings.driver import CUfunction_attribute
 from .. import ptx
 from ..address_space import MemoryFault
 from ..config import MAX_BLOCK_DIM, MAX_GRID_DIM
-from .handles import Context, Function
+from .handles import Context, Function, handle_value
 from .marshal import pack_params, uint_arg
 from .results import DriverError, error
 from .system import api, poison, raise_if_sticky, resolve_stream, system
@@ -172,3 +172,20 @@ def cuLaunchKernel(f: Any, gridDimX: int, gridDimY: int, gridDimZ: int,  # noqa:
     enqueue(stream, launch)
     return ()
 
+
+
+@api(1)
+def cuFuncGetName(hfunc: Any) -> tuple:
+    """cuFuncGetName(hfunc) -> (CUresult, bytes): the kernel's name; CUDA_ERROR_INVALID_VALUE for NULL."""
+    if handle_value(hfunc) == 0:
+        raise error("CUDA_ERROR_INVALID_VALUE", "hfunc is NULL")
+    return (system().lookup(hfunc, Function, "function").kernel.name.encode(),)
+
+
+@api(1)
+def cuKernelGetName(hfunc: Any) -> tuple:
+    """cuKernelGetName(hfunc) -> (CUresult, bytes): library kernels are not emulated; NULL is
+    CUDA_ERROR_INVALID_VALUE as on the driver, any other handle CUDA_ERROR_INVALID_HANDLE."""
+    if handle_value(hfunc) == 0:
+        raise error("CUDA_ERROR_INVALID_VALUE", "hfunc is NULL")
+    raise error("CUDA_ERROR_INVALID_HANDLE", "CUkernel handles (library management) are not emulated")

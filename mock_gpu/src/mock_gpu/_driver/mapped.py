@@ -12,9 +12,21 @@ import ctypes
 from typing import Any
 
 import numpy as np
-from cuda.bindings.driver import CUdeviceptr, CUmemAttach_flags
+from cuda.bindings.driver import (
+    CU_DEVICE_CPU,
+    CU_DEVICE_INVALID,
+    CUcontext,
+    CUdeviceptr,
+    CUmem_advise,
+    CUmem_range_attribute,
+    CUmemAttach_flags,
+    CUmemLocationType,
+    CUmemorytype,
+    CUpointer_attribute,
+)
 
 from ..address_space import MemoryFault
+from .handles import handle_value
 from .marshal import byte_count, host_address
 from .memory import new_host_allocation
 from .results import error
@@ -94,4 +106,125 @@ def cuMemPrefetchAsync(devPtr: Any, count: Any, location: Any, flags: Any, hStre
         system().space.check(int(devPtr), byte_count(count, "count"))
     except MemoryFault as fault:
         raise error("CUDA_ERROR_INVALID_VALUE", f"cuMemPrefetchAsync: {fault}") from fault
+    return ()
+
+
+# ----- advice and attributes of managed ranges and pointers (CUDA driver API 6.15 "Unified Addressing") -----
+
+def _location(location: Any) -> int:
+    """A device ordinal, or CU_DEVICE_CPU (-1), from a CUmemLocation (cuda-python 13) or a device (12)."""
+    if hasattr(location, "type"):
+        host = {int(CUmemLocationType.CU_MEM_LOCATION_TYPE_HOST), int(CUmemLocationType.CU_MEM_LOCATION_TYPE_HOST_NUMA)}
+        return CU_DEVICE_CPU if int(location.type) in host else int(location.id)
+    return int(location)
+
+
+def _managed_range(ptr: Any, count: Any) -> tuple[int, Any]:
+    """(base, advice record) of the managed allocation holding ``count`` bytes at ``ptr``."""
+    sys_ = system()
+    found = sys_.space.allocation(int(ptr))
+    if found is None or found[0] not in sys_.managed or int(ptr) + byte_count(count, "count") > found[0] + found[1]:
+        raise error("CUDA_ERROR_INVALID_VALUE", f"{int(ptr):#x} + {count} is not inside memory from cuMemAllocManaged")
+    return found[0], sys_.advice.setdefault(found[0], {"read_mostly": 0, "preferred": CU_DEVICE_INVALID,
+                                                       "accessed_by": []})
+
+
+@api(0)
+def cuMemAdvise(devPtr: Any, count: Any, advice: Any, location: Any) -> tuple:  # noqa: N803
+    """cuMemAdvise(devPtr, count, advice, location): record the advice on a managed range (it changes nothing in
+    the emulator, where managed memory is host memory); cuMemRangeGetAttribute reports it."""
+    _, record = _managed_range(devPtr, count)
+    where, name = _location(location), CUmem_advise(int(advice)).name
+    if name.endswith("SET_READ_MOSTLY") or name.endswith("UNSET_READ_MOSTLY"):
+        record["read_mostly"] = int(name.endswith("SET_READ_MOSTLY") and "UNSET" not in name)
+    elif name.endswith("PREFERRED_LOCATION"):
+        record["preferred"] = where if "UNSET" not in name else CU_DEVICE_INVALID
+    elif name.endswith("ACCESSED_BY"):
+        if "UNSET" in name:
+            record["accessed_by"] = [d for d in record["accessed_by"] if d != where]
+        elif where not in record["accessed_by"]:
+            record["accessed_by"].append(where)
+    return ()
+
+
+def _range_value(record: dict, attribute: Any, size: int) -> Any:
+    name = CUmem_range_attribute(int(attribute)).name
+    if name.endswith("READ_MOSTLY"):
+        return record["read_mostly"]
+    if name.endswith("PREFERRED_LOCATION"):
+        return record["preferred"]
+    if name.endswith("ACCESSED_BY"):
+        slots = size // 4
+        return (record["accessed_by"] + [CU_DEVICE_INVALID] * slots)[:slots]
+    if name.endswith("LAST_PREFETCH_LOCATION"):
+        return CU_DEVICE_INVALID
+    raise error("CUDA_ERROR_INVALID_VALUE", f"range attribute {name} is not emulated")
+
+
+@api(1)
+def cuMemRangeGetAttribute(dataSize: Any, attribute: Any, devPtr: Any, count: Any) -> tuple:  # noqa: N803
+    """cuMemRangeGetAttribute(dataSize, attribute, devPtr, count) -> (CUresult, value): the advice recorded on a
+    managed range (ACCESSED_BY: ``dataSize // 4`` devices, CU_DEVICE_INVALID-padded)."""
+    _, record = _managed_range(devPtr, count)
+    return (_range_value(record, attribute, byte_count(dataSize, "dataSize")),)
+
+
+@api(1)
+def cuMemRangeGetAttributes(dataSizes: Any, attributes: Any, numAttributes: Any, devPtr: Any,  # noqa: N803
+                            count: Any) -> tuple:
+    """cuMemRangeGetAttributes(dataSizes, attributes, numAttributes, devPtr, count) -> (CUresult, [values])."""
+    _, record = _managed_range(devPtr, count)
+    return ([_range_value(record, a, byte_count(s, "dataSize")) for a, s in zip(attributes, dataSizes)],)
+
+
+def _pointer_value(attribute: Any, ptr: int) -> Any:
+    sys_ = system()
+    found = sys_.space.allocation(ptr)
+    if found is None:
+        raise error("CUDA_ERROR_INVALID_VALUE", f"{ptr:#x} is not memory known to the driver")
+    base, size, device = found
+    managed, host = base in sys_.managed, base in sys_.host_allocations or base in sys_.registered
+    P = CUpointer_attribute
+    ctx = sys_.allocations.get(base) or current_ctx(check_sticky=False)
+    values = {
+        P.CU_POINTER_ATTRIBUTE_CONTEXT: CUcontext(ctx.handle),
+        P.CU_POINTER_ATTRIBUTE_MEMORY_TYPE: int(CUmemorytype.CU_MEMORYTYPE_HOST if host and not managed
+                                                else CUmemorytype.CU_MEMORYTYPE_DEVICE),
+        P.CU_POINTER_ATTRIBUTE_DEVICE_POINTER: ptr, P.CU_POINTER_ATTRIBUTE_HOST_POINTER: ptr if host else 0,
+        P.CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: sys_.sync_memops.get(base, False), P.CU_POINTER_ATTRIBUTE_BUFFER_ID: base,
+        P.CU_POINTER_ATTRIBUTE_IS_MANAGED: managed, P.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: device,
+        P.CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: False, P.CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: base,
+        P.CU_POINTER_ATTRIBUTE_RANGE_SIZE: size, P.CU_POINTER_ATTRIBUTE_MAPPED: True,
+        P.CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES: 0, P.CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE: False,
+        P.CU_POINTER_ATTRIBUTE_ACCESS_FLAGS: 3, P.CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: 0,
+        P.CU_POINTER_ATTRIBUTE_MAPPING_SIZE: size, P.CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR: base,
+        P.CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID: base,
+    }
+    key = P(int(attribute))
+    if key not in values:
+        raise error("CUDA_ERROR_INVALID_VALUE", f"pointer attribute {key.name} is not emulated")
+    return values[key]
+
+
+@api(1)
+def cuPointerGetAttribute(attribute: Any, ptr: Any) -> tuple:
+    """cuPointerGetAttribute(attribute, ptr) -> (CUresult, value) for device, managed and mapped host memory."""
+    return (_pointer_value(attribute, handle_value(ptr)),)
+
+
+@api(1)
+def cuPointerGetAttributes(numAttributes: Any, attributes: Any, ptr: Any) -> tuple:  # noqa: N803
+    """cuPointerGetAttributes(numAttributes, attributes, ptr) -> (CUresult, [values])."""
+    return ([_pointer_value(a, handle_value(ptr)) for a in list(attributes)[: int(numAttributes)]],)
+
+
+@api(0)
+def cuPointerSetAttribute(value: Any, attribute: Any, ptr: Any) -> tuple:
+    """cuPointerSetAttribute(value, attribute, ptr): only CU_POINTER_ATTRIBUTE_SYNC_MEMOPS can be set (recorded)."""
+    if CUpointer_attribute(int(attribute)) != CUpointer_attribute.CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+        raise error("CUDA_ERROR_INVALID_VALUE", "only CU_POINTER_ATTRIBUTE_SYNC_MEMOPS can be set")
+    found = system().space.allocation(handle_value(ptr))
+    if found is None:
+        raise error("CUDA_ERROR_INVALID_VALUE", f"{handle_value(ptr):#x} is not memory known to the driver")
+    system().sync_memops[found[0]] = bool(value)
     return ()

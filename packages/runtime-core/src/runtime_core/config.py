@@ -141,7 +141,8 @@ CPU_MEMCHECK = Setting("CPU_MEMCHECK", FLAG, False,
                        "render bounds-checked CPU kernels: an out-of-bounds access raises OutOfBoundsError")
 PTX = Setting("PTX", FLAG, False, "the CUDA backend renders PTX instead of CUDA C")
 MOCKGPU = Setting("MOCKGPU", FLAG, False, "the CUDA backend drives the emulated GPU of mock_gpu, not the real driver")
-DISK_IO_URING = Setting("DISK_IO_URING", FLAG, True, "large DISK reads go through io_uring (false: preadv)")
+DISK_IO_URING = Setting("DISK_IO_URING", FLAG, None, "large uncached DISK reads go through io_uring (true) or preadv "
+                        "(false)", "io_uring for O_DIRECT reads, preadv in file order for buffered ones")
 DISK_O_DIRECT = Setting("DISK_O_DIRECT", FLAG, None,
                         "large cold DISK reads bypass the page cache with O_DIRECT (true) or stay buffered (false)",
                         "each file gets what its storage does best (runtime_backends.disk.readpath)")

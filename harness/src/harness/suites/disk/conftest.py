@@ -19,7 +19,7 @@ READ_PATHS = {"io_uring": "1", "preadv": "0"}  # read_path -> DISK_IO_URING
 
 def io_uring_status() -> tuple[bool, str]:
     """Whether DISK copies can use io_uring in this process, and the reason when not (a ring is set up and closed)."""
-    if not DISK_IO_URING.get():
+    if DISK_IO_URING.get() is False:
         return False, f"disabled by {DISK_IO_URING.name}=0"
     try:
         Ring(2).close()

