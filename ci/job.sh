@@ -43,6 +43,8 @@ case "$job" in
         "${NOX[@]}" -s bench -- --no-fail -- --backends CUDA --strict-backends ;;
     docker-lint)    # hadolint on every Dockerfile + the CI configuration tests (ci/tests)
         "${NOX[@]}" -s docker-lint ;;
+    images)         # both CI images built with docker or podman and run here: io_uring allowed and refused, mock GPU
+        "${NOX[@]}" -s images -- "$@" ;;
     bench-smoke)    # a short benchmark run that writes the reports (no gate: one round is no verdict)
         "${NOX[@]}" -s bench -- --no-fail --out reports/smoke -k "launch or alloc" --budget 0.5 ;;
     bench-baseline) # pushes to main: the benchmarks, stored as this runner's baseline

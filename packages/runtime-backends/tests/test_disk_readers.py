@@ -65,7 +65,7 @@ def cold(monkeypatch):
 
 
 @pytest.fixture
-def scripted(monkeypatch):
+def scripted(monkeypatch, needs_io_uring):
     """``scripted(alter)``: the next DISK devices set up their ring as a :class:`ScriptedRing` with ``alter``."""
     made: list[ScriptedRing] = []
 
@@ -90,7 +90,7 @@ def _to_host(view: Buffer) -> np.ndarray:
     return dest.numpy()
 
 
-@pytest.mark.usefixtures("cold")
+@pytest.mark.usefixtures("cold", "needs_io_uring")
 @pytest.mark.parametrize("direct", ["1", "0"], ids=["o_direct", "buffered"])
 def test_io_uring_and_the_fallback_read_the_same_bytes(view_of, monkeypatch, direct):
     monkeypatch.setenv("DISK_O_DIRECT", direct)
@@ -138,6 +138,7 @@ def test_copies_below_the_stream_threshold_use_the_mapping(make_file, disk_buffe
     assert buf.dev.read_path == "mmap"
 
 
+@pytest.mark.usefixtures("needs_io_uring")
 def test_partly_cached_files_read_the_rest(view_of, monkeypatch):
     def every_other_chunk(self, start, end):
         pages = np.arange(start // 4096, -(-end // 4096))
@@ -149,6 +150,7 @@ def test_partly_cached_files_read_the_rest(view_of, monkeypatch):
     assert view.dev.read_path == "io_uring" and 0 < stats.direct_bytes + stats.buffered_bytes < SIZE
 
 
+@pytest.mark.usefixtures("needs_io_uring")
 def test_a_cold_read_uses_o_direct_with_widened_edges(view_of):
     view, expected = view_of()
     dev = view.dev
@@ -302,7 +304,7 @@ def _io_uring_fds() -> int:
     return count
 
 
-@pytest.mark.usefixtures("cold")
+@pytest.mark.usefixtures("cold", "needs_io_uring")
 def test_the_ring_belongs_to_the_device_and_finalize_closes_it(view_of):
     before = _io_uring_fds()
     view, expected = view_of()
@@ -401,7 +403,9 @@ class _Gpu(Compiled):
 @pytest.mark.usefixtures("cold")
 @pytest.mark.parametrize("gpu", ["GPU", "GPU:1"], ids=["copyin_pieces", "async_pinned"])
 @pytest.mark.parametrize("path", ["1", "0"], ids=["io_uring", "preadv"])
-def test_devices_without_host_memory_take_staged_pieces(view_of, monkeypatch, gpu, path):
+def test_devices_without_host_memory_take_staged_pieces(view_of, monkeypatch, request, gpu, path):
+    if path == "1":
+        request.getfixturevalue("needs_io_uring")
     monkeypatch.setenv("DISK_IO_URING", path)
     Device.register("GPU", _Gpu)  # inside the disk_buffer fixture's Device.restoring()
     view, expected = view_of()
