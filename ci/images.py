@@ -178,7 +178,7 @@ def stream(argv: list[str], env: dict[str, str], log: Path, timeout: float,
     seconds ``on_timeout`` is called (it stops the container) and the process is killed."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                          env={**os.environ, **env}) as proc, log.open("w") as sink:
+                          env={**os.environ, **env}) as proc, log.open("w", buffering=1) as sink:
         def stop() -> None:
             print(f"images: `{' '.join(argv[:3])} ...` ran past {timeout:.0f} s: stopping it", flush=True)
             on_timeout()
