@@ -274,34 +274,31 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args, start = parse_args(argv), time.monotonic()
+    known = [j.name for j in jobs(Engine("docker"), gpu=False)]
+    wanted = known if args.jobs == "all" else args.jobs.split(",")
+    if unknown := sorted(set(wanted) - set(known)):
+        print(f"images: unknown jobs {unknown}; jobs: {known}", file=sys.stderr)
+        return 2
     try:
         engine = find_engine(args.engine)
     except EngineError as e:
         print(f"images: {e}", file=sys.stderr)
         return 2
     gpu = host_has_gpu()
-    todo = jobs(engine, gpu)
-    if args.jobs != "all":
-        wanted = set(args.jobs.split(","))
-        if unknown := wanted - {j.name for j in todo}:
-            print(f"images: unknown jobs {sorted(unknown)}; jobs: {[j.name for j in todo]}", file=sys.stderr)
-            return 2
-        todo = [j for j in todo if j.name in wanted]
+    todo = [j for j in jobs(engine, gpu) if j.name in wanted]
     print(f"images: engine {engine.name}; GPU here: {'yes' if gpu else 'no'}", flush=True)
     built: dict[str, Built] = {}
     ran: dict[str, Ran] = {}
-    try:
-        for name in dict.fromkeys(j.image for j in todo):
+    for name in dict.fromkeys(j.image for j in todo):  # each image built, then its jobs run
+        try:
             base, how = resolve_base(engine, IMAGES[name], args.standin, args.standin_suite)
             built[name] = build(engine, name, IMAGES[name], base, how, args.out)
-    except EngineError as e:
-        print(f"images: {e}", file=sys.stderr)
-        return 1
-    for job in todo:
-        if built[job.image].error:
-            ran[job.name] = Ran([f"image {IMAGES[job.image].tag} not built"], [], 0.0)
-            continue
-        ran[job.name] = run_job(engine, job, args.out)
+        except EngineError as e:
+            print(f"images: {e}", file=sys.stderr)
+            built[name] = Built("-", "no base", error=str(e))
+        for job in (j for j in todo if j.image == name):
+            ran[job.name] = Ran([f"image {IMAGES[name].tag} not built"], [], 0.0) if built[name].error \
+                else run_job(engine, job, args.out)
     report = summary(engine, built, ran)
     (args.out / "summary.md").write_text(report)
     bad = sum(bool(r.problems) for r in ran.values())

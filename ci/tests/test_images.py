@@ -190,3 +190,23 @@ def test_unknown_jobs_are_refused(monkeypatch: pytest.MonkeyPatch, capsys: pytes
     assert images.main(["--jobs", "disk-io_uring,nope"]) == 2
     assert "unknown jobs ['nope']" in capsys.readouterr().err
 
+
+
+class _Registryless(container_engine.Engine):
+    """An engine with no image here and a registry that cannot be reached."""
+
+    def has_image(self, ref: str) -> bool:
+        return False
+
+    def pull(self, ref: str) -> str:
+        return "dial tcp: lookup registry-1.docker.io: no such host"
+
+
+def test_an_unpullable_base_is_replaced_by_the_standin_and_said(monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]):
+    monkeypatch.setattr(images, "standin_base", lambda engine, suite: f"localhost/runtime-ci-standin:{suite}-0")
+    base, how = images.resolve_base(_Registryless("podman"), images.IMAGES["io_uring"], "auto", "bookworm")
+    assert (base, how) == ("localhost/runtime-ci-standin:bookworm-0", "stand-in for docker.io/library/python:3.12-slim")
+    assert "docker.io/library/python:3.12-slim cannot be pulled (dial tcp" in capsys.readouterr().out
+    with pytest.raises(container_engine.EngineError, match="cannot be pulled: dial tcp"):
+        images.resolve_base(_Registryless("podman"), images.IMAGES["io_uring"], "never", "bookworm")
