@@ -1,8 +1,15 @@
-"""nox sessions of the monorepo: `nox -l` lists them. tox.ini mirrors them."""
+"""nox sessions of the monorepo: `nox -l` lists them. This file is the one definition of CI: tox.ini is generated
+from it (`python ci/tox_ini.py --write`), and ci/job.sh, .ci/run and the workflow only name sessions (docs/ci.md).
+
+Environments are reused, and a session skips pip when nothing it installs has changed since its last install
+(the packages are editable, so source changes need no reinstall); `nox --no-reuse-existing-virtualenvs -s NAME`
+rebuilds one from scratch.
+"""
 
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 from pathlib import Path
 
@@ -10,6 +17,9 @@ import nox
 
 nox.options.sessions = ["tests-cpu", "lint", "typecheck"]
 nox.options.reuse_existing_virtualenvs = True
+
+# environment variables the sessions read, with their defaults (tox.ini turns them into {env:NAME:default})
+KNOBS = {"PYTEST_WORKERS": "auto", "BASE_REF": "origin/main"}
 
 PACKAGES = ["packages/runtime-core", "packages/runtime-backends", "mock_gpu", "harness"]
 UNIT_TESTS = ["packages/runtime-core/tests", "packages/runtime-backends/tests", "mock_gpu/tests", "harness/tests"]
@@ -21,19 +31,36 @@ CLOUD_TESTS = "packages/runtime-backends/tests/cloud"
 CLOUD_BACKENDS = "CLOUD:CPU,CLOUD:PYTHON"
 CLOUD_FUZZ_EXAMPLES = "2000"  # per property test; 6 of them: 12,000 fuzz cases per tests-cloud run
 NVRTC_DEPS = ["cuda-bindings>=12", "nvidia-cuda-nvrtc"]
+CI_ENV = {"HARNESS_REQUIRE_TESTS": "1"}  # every pytest run: a run in which no test executed fails
+GCC_CPU_TESTS = "cpu or CPU or elf or execmem"
 DISK_TESTS = [*sorted(glob.glob("packages/runtime-backends/tests/test_disk_*.py")), "packages/runtime-core/tests/test_sink.py",
               "harness/src/harness/suites/disk"]
 
 
+def knob(name: str) -> str:
+    """The value of environment variable ``name`` (one of KNOBS), else its default."""
+    return os.environ.get(name) or KNOBS[name]
+
+
 def install_packages(session: nox.Session, *extra: str) -> None:
-    """Editable installs of every package of the monorepo plus ``extra`` requirements."""
-    session.install(*[arg for p in PACKAGES for arg in ("-e", p)], *extra)
+    """Editable installs of every package of the monorepo plus ``extra`` requirements, skipped (with a line saying
+    so) when the environment already holds exactly these, installed from the same pyproject.toml files."""
+    args = [*[arg for p in PACKAGES for arg in ("-e", p)], *extra]
+    location = getattr(getattr(session, "virtualenv", None), "location", None)
+    stamp_file = Path(location) / ".monorepo-install" if location else None
+    stamp = hashlib.sha256("\0".join(args + [Path(p, "pyproject.toml").read_text() for p in PACKAGES]).encode())
+    if stamp_file is not None and stamp_file.is_file() and stamp_file.read_text() == stamp.hexdigest():
+        session.log("packages and requirements unchanged since this environment's last install: pip skipped")
+        return
+    session.install(*args)
+    if stamp_file is not None:
+        stamp_file.write_text(stamp.hexdigest())
 
 
-def require_c_compiler(session: nox.Session) -> None:
-    """Fail early, with the install command, when the C compiler the CPU backend will run is missing (the same check
-    as tox's ``commands_pre``: ``ci/require_tools.py cc``)."""
-    session.run("python", "ci/require_tools.py", "cc")
+def require_c_compiler(session: nox.Session, env: dict[str, str] | None = None) -> None:
+    """Fail early, with the install command, when the C compiler the CPU backend will run is missing
+    (``ci/require_tools.py cc``)."""
+    session.run("python", "ci/require_tools.py", "cc", env=env or {})
 
 
 @nox.session(name="tests-cpu", tags=["needs-cc"])
@@ -44,13 +71,21 @@ def tests_cpu(session: nox.Session) -> None:
     """
     require_c_compiler(session)
     install_packages(session, *TEST_DEPS, *NVRTC_DEPS)
-    session.run("pytest", "-n", os.environ.get("PYTEST_WORKERS", "auto"), "-p", "no:cacheprovider",
-                *UNIT_TESTS, *SUITES, *session.posargs)
+    run_pytest(session, *UNIT_TESTS, *SUITES, env={})
+
+
+@nox.session(name="tests-cpu-gcc", tags=["needs-cc"])
+def tests_cpu_gcc(session: nox.Session) -> None:
+    """The CPU backend's unit tests and suites again, compiled by gcc (CC=gcc) instead of clang."""
+    require_c_compiler(session, env={"CC": "gcc"})
+    install_packages(session, *TEST_DEPS, *NVRTC_DEPS)
+    run_pytest(session, *UNIT_TESTS, *SUITES, "--backends", "CPU", "-k", GCC_CPU_TESTS, env={"CC": "gcc"})
 
 
 def run_pytest(session: nox.Session, *args: str, env: dict[str, str]) -> None:
-    session.run("pytest", "-n", os.environ.get("PYTEST_WORKERS", "auto"), "-p", "no:cacheprovider", *args,
-                *session.posargs, env=env)
+    """pytest on ``PYTEST_WORKERS`` workers (default: one per core) with ``args``, then the session's own arguments."""
+    session.run("pytest", "-n", knob("PYTEST_WORKERS"), "-p", "no:cacheprovider", *args, *session.posargs,
+                env={**CI_ENV, **env})
 
 
 @nox.session(name="tests-mockgpu", tags=["needs-cc"])
@@ -117,14 +152,40 @@ def tests_cloud(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """The main job: benchmarks on every available backend, then the regression report (reports/report.*).
 
-    Stored-baseline mode by default (this machine's baseline and history; exit 1 on a real regression of our code);
-    A/B mode with `nox -s bench -- --against [REF]` (the ref and the working tree in alternating rounds: use it for a
-    change). Arguments after `--` go to `python -m harness bench` (see its --help): `--save-baseline`,
+    Stored-baseline mode by default: a trend view against this machine's baseline and history that never fails; A/B
+    mode with `nox -s bench -- --against [REF]` is the gate (the ref and the working tree in process pairs; exit 1 on
+    a regressed entry; docs/benchmark-gate.md). Arguments after `--` go to `python -m harness bench` (see its --help): `--save-baseline`,
     `--promote RUN.json`, `-k EXPR`, `--backends CPU`, ...; pytest options it does not know go after a second `--`.
     """
     require_c_compiler(session)
     install_packages(session, *TEST_DEPS, *NVRTC_DEPS, "numba")
-    session.run("python", "-m", "harness", "bench", *session.posargs)
+    session.run("python", "-m", "harness", "bench", *session.posargs, env=CI_ENV)
+
+
+@nox.session(name="bench-smoke", python=False)
+def bench_smoke(session: nox.Session) -> None:
+    """A short `bench` run that writes the reports (reports/smoke) without a verdict: one round decides nothing."""
+    session.notify("bench", ["--no-fail", "--out", "reports/smoke", "-k", "launch or alloc", "--budget", "0.5"])
+
+
+@nox.session(name="bench-baseline", python=False)
+def bench_baseline(session: nox.Session) -> None:
+    """`bench`, stored as this machine's baseline (CI: pushes to main)."""
+    session.notify("bench", ["--save-baseline"])
+
+
+@nox.session(name="bench-ab", python=False)
+def bench_ab(session: nox.Session) -> None:
+    """`bench` as a paired A/B run of the working tree against $BASE_REF (default origin/main); exit 1 on a regression
+    (CI: pull requests)."""
+    session.notify("bench", ["--against", knob("BASE_REF")])
+
+
+@nox.session(python=False)
+def gpu(session: nox.Session) -> None:
+    """The GPU runner's job: `tests-cuda` (with this session's arguments), then `bench` on CUDA without a verdict."""
+    session.notify("tests-cuda", session.posargs)
+    session.notify("bench", ["--no-fail", "--", "--backends", "CUDA", "--strict-backends"])
 
 
 @nox.session
@@ -163,7 +224,7 @@ def docker_lint(session: nox.Session) -> None:
     session.run("pytest", "-p", "no:cacheprovider", "-q", "ci/tests", *session.posargs)
 
 
-@nox.session(venv_backend="none")
+@nox.session(python=False)
 def images(session: nox.Session) -> None:
     """Build both CI images (docker/io_uring, docker/cuda) with docker or podman, on a Debian stand-in base where the
     real one cannot be pulled, and run their jobs: tests-disk with io_uring allowed and refused, tests-mockgpu, and

@@ -1,12 +1,10 @@
-"""The CI configuration is consistent: every file a Dockerfile, workflow or CI script names exists, every job and nox
-session they call exists, the workflows are valid GitHub Actions YAML, and tox.ini mirrors noxfile.py."""
+"""The CI configuration is consistent and defined once: every file a Dockerfile, workflow or CI script names exists,
+every session they call exists in noxfile.py, the scripts hold no steps of their own, the workflows are valid GitHub
+Actions YAML, and tox.ini is what noxfile.py generates (commands, environment and pins)."""
 
 from __future__ import annotations
 
-import configparser
-import functools
 import re
-import runpy
 import shlex
 import subprocess
 import sys
@@ -22,16 +20,20 @@ SCRIPTS = sorted((ROOT / "ci").glob("*.sh")) + [ROOT / ".ci" / "run"]
 PATH_TOKEN = re.compile(r"(?<![\w./-])((?:ci|docker|docs|\.github|\.ci)/[\w./-]*[\w])")
 
 
-@functools.cache
-def nox_sessions() -> dict[str, object]:
+sys.path.insert(0, str(ROOT / "ci"))
+import tox_ini  # noqa: E402  (ci/ is no package)
+
+
+def nox_sessions() -> set[str]:
     import nox.registry
 
-    runpy.run_path(str(ROOT / "noxfile.py"))
-    return dict(nox.registry.get())
+    tox_ini.noxfile()
+    return set(nox.registry.get())
 
 
 def job_names() -> set[str]:
-    return set(re.findall(r"^    ([a-z][a-z-]*)\)", (ROOT / "ci" / "job.sh").read_text(), flags=re.M))
+    """What ``ci/job.sh NAME`` accepts: a nox session, or ``prepare``."""
+    return nox_sessions() | {"prepare"}
 
 
 def workflow_runs() -> list[tuple[str, str]]:
@@ -87,33 +89,50 @@ def test_every_called_job_exists():
 
 
 def test_every_called_nox_session_exists():
-    sessions = set(nox_sessions())
+    sessions = nox_sessions()
     for src in SCRIPTS:
-        for name in re.findall(r"-s\s+([a-z][a-z-]*)", src.read_text()):
-            assert name in sessions, f"{src.relative_to(ROOT)} runs nox session {name!r}, which noxfile.py lacks"
+        for group in re.findall(r"nox\b[^\n]*?-s((?:\s+[a-z][a-z-]*)+)", src.read_text()):
+            for name in group.split():
+                assert name in sessions, f"{src.relative_to(ROOT)} runs nox session {name!r}, which noxfile.py lacks"
 
 
-def _tox_envs() -> dict[str, configparser.SectionProxy]:
-    cfg = configparser.ConfigParser(interpolation=None)
-    cfg.read(ROOT / "tox.ini")
-    return {s.removeprefix("testenv:"): cfg[s] for s in cfg.sections() if s.startswith("testenv:")}
+def test_the_repository_ci_runs_the_readme_test_command_first():
+    run = (ROOT / ".ci" / "run").read_text()
+    assert re.search(r"^exec python3 -m nox -s tests-cpu ", run, flags=re.M), ".ci/run must start with nox -s tests-cpu"
 
 
-def test_tox_has_an_env_for_every_nox_session_and_no_other():
-    assert set(_tox_envs()) == set(nox_sessions())
+@pytest.mark.parametrize("src", SCRIPTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_scripts_only_name_sessions(src: Path):
+    """Steps, their arguments and their environment live in noxfile.py: the scripts run nothing else of their own."""
+    code = "\n".join(line for line in src.read_text().splitlines() if not line.lstrip().startswith("#"))
+    for word in ("pytest", "python -m harness", "CC=", "MOCKGPU", "--backends", "HARNESS_"):
+        assert word not in code, f"{src.relative_to(ROOT)} holds a step of its own ({word!r}): put it in noxfile.py"
 
 
-def test_tox_envs_run_the_same_pre_checks_as_nox():
-    envs = _tox_envs()
-    for name, fn in nox_sessions().items():
-        needs_cc = "needs-cc" in (getattr(fn, "tags", None) or [])
-        pre = envs[name].get("commands_pre", "")
-        assert needs_cc == ("ci/require_tools.py cc" in pre), (
-            f"nox session {name} {'checks' if needs_cc else 'does not check'} the C compiler, but tox env {name} "
-            f"{'does not' if needs_cc else 'does'} (commands_pre = {pre!r})")
+def test_workflow_steps_only_call_jobs():
+    for wf, run in workflow_runs():
+        assert "pytest" not in run and "nox -s" not in run, f"{wf}: a step runs {run!r}; call ci/job.sh SESSION"
 
 
-def test_tox_mockgpu_envs_set_mockgpu_like_nox():
-    for name, env in _tox_envs().items():
-        if name in ("tests-mockgpu",):
-            assert "MOCKGPU" in env.get("setenv", ""), f"tox env {name} must set MOCKGPU=1 like its nox session"
+def test_tox_ini_is_generated_from_the_noxfile():
+    assert (ROOT / "tox.ini").read_text() == tox_ini.render(), "regenerate it: python ci/tox_ini.py --write"
+
+
+def test_the_generated_tox_env_records_installs_commands_and_environment():
+    rec = tox_ini.Recorder(["{posargs}"])
+    rec.install("-e", "a", "pytest>=7")
+    rec.run("pytest", "-k", "x or y", "{posargs}", env={"CC": "gcc"})
+    rec.notify("bench", ["--against", "{env:BASE_REF:origin/main}"])
+    assert rec.deps == ["-e a", "pytest>=7"]
+    assert rec.commands == ["env CC=gcc pytest -k 'x or y' {posargs}", "tox -e bench -- --against {env:BASE_REF:origin/main}"]
+
+
+def test_the_ci_doc_commands_name_real_sessions_and_the_check_passes():
+    blocks = re.findall(r"```sh\n(.*?)```", (ROOT / "docs" / "ci.md").read_text(), flags=re.S)
+    lines = [line for block in blocks for line in block.splitlines() if line.strip()]
+    assert lines
+    for line in lines:
+        if line.startswith("python ci/tox_ini.py"):
+            assert tox_ini.main(shlex.split(line)[2:]) == 0
+        else:
+            assert line.startswith("ci/job.sh ") and line.split()[1] in nox_sessions(), line

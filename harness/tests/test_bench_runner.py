@@ -105,27 +105,32 @@ def test_first_run_has_no_baseline_and_pairs_the_entry_with_its_limit(root, caps
     assert len(paired["data"]) == entry["stats"]["rounds"]  # one limit round beside every entry round
     # the same loop on both sides of every pair: the same-moment ratio is 1 within the noise of a loaded machine
     x = next(b for b in doc["benchmarks"] if b["name"] == "test_entry")["x_limit"]
-    assert x["paired"] and 0.8 < x["ratio"] < 1.25
+    assert x["paired"] and 0.67 < x["ratio"] < 1.5
 
 
-def test_saved_baseline_then_the_same_code_passes_and_a_slower_entry_fails(root, capsys):
+def test_saved_baseline_then_a_slower_entry_shows_in_the_trend_without_failing(root, capsys):
     write_suite(root)
     assert run_bench(root, "--save-baseline") == 0
     [baseline] = (root / "base").glob("*.json")
     assert "baseline: saved" in capsys.readouterr().out
-    assert run_bench(root) == 0  # limits and peers may move with the machine's load; they never fail the run
-    assert verdicts(report(root))["test_entry"] == ("unchanged", "entry")
     write_suite(root, n=40000)  # the entry does twice the work; its limit and the peer are unchanged
-    assert run_bench(root) == 1
+    assert run_bench(root) == 0  # stored mode informs; an A/B run gates (docs/benchmark-gate.md)
     doc = report(root)
-    assert verdicts(doc)["test_entry"] == ("regressed", "entry")
+    assert verdicts(doc)["test_entry"] == ("regressed", "entry") and not doc["failed"]
     entry = next(b for b in doc["benchmarks"] if b["name"] == "test_entry")
-    assert entry["fails"] and entry["normalized_paired"] and 1.6 < entry["normalized_ratio"] < 2.5
-    assert doc["failing"] == [entry["fullname"]] and baseline.exists()
-    assert "FAIL: 1 regressed" in capsys.readouterr().out
+    assert entry["normalized_paired"] and 1.6 < entry["normalized_ratio"] < 2.5
+    assert baseline.exists()
+    assert "TREND: 1 of 1 entries slower than the baseline" in (root / "out" / "report.md").read_text()
 
 
-def test_a_b_run_flags_the_slower_working_tree_and_lists_new_and_missing(root, capsys):
+def _commit_suite(root: Path, **suite: str) -> None:
+    write_suite(root, **suite)
+    git(root, "init", "-q")
+    git(root, "add", "bench_suite")
+    git(root, "commit", "-qm", "suite")
+
+
+def test_a_b_run_flags_the_twice_slower_working_tree_and_lists_new_and_missing(root, capsys):
     seed = '''
 
     def test_seed(benchmark):  # where each worker runs, the hash seed it was given
@@ -137,14 +142,11 @@ def test_a_b_run_flags_the_slower_working_tree_and_lists_new_and_missing(root, c
     def test_skipped(benchmark):
         benchmark(work, 1000)
     '''
-    write_suite(root, extra=seed + '''
+    _commit_suite(root, extra=seed + '''
 
     def test_removed(benchmark):
         benchmark(work, 1000)
     ''')
-    git(root, "init", "-q")
-    git(root, "add", "bench_suite")
-    git(root, "commit", "-qm", "suite")
     write_suite(root, n=40000, extra=seed + '''
 
     def test_added(benchmark):
@@ -152,91 +154,61 @@ def test_a_b_run_flags_the_slower_working_tree_and_lists_new_and_missing(root, c
     ''')
     assert run_bench(root, "--against", "HEAD") == 1
     doc = report(root)
-    assert doc["mode"] == "ab"
-    assert {k: v for k, v in verdicts(doc).items() if k != "test_seed"} == {
-        "test_entry": ("regressed", "entry"), "test_limit": ("unchanged", "limit"), "test_peer": ("unchanged", "peer"),
-        "test_added": ("new", "entry"), "test_removed": ("missing", "entry")}
+    assert doc["mode"] == "ab" and doc["failed"]
+    found = verdicts(doc)
+    assert found["test_entry"] == ("regressed", "entry")
+    assert (found["test_added"], found["test_removed"]) == (("new", "entry"), ("missing", "entry"))
+    # unchanged code is never flagged at the corrected level; under load it may stay inconclusive
+    assert {found[n][0] for n in ("test_limit", "test_peer", "test_seed")} <= {"unchanged", "unjudged"}
     entry = next(b for b in doc["benchmarks"] if b["name"] == "test_entry")
-    assert 1.6 < entry["ratio"] < 3.0 and entry["pairs"] >= 8 and entry["stop"] in ("precision", "budget", "extended")
-    # both workers of a process pair share a hash seed, and each pair has its own; test_seed is unchanged: three pairs
+    assert 1.6 < entry["ratio"] < 2.5 and entry["pairs"] in (4, 8, 12) and entry["interval"][0] > 0.5
+    assert len(entry["process_ratios"]) == entry["pairs"] and all(1.5 < r < 2.7 for r in entry["process_ratios"])
+    # both workers of a process pair share a hash seed, and each pair has its own
     seeds = {p.parent.parent.name[-1] + p.parent.name: p.read_text() for p in root.glob(".benchmarks/ab/run*/*/seed.txt")}
-    assert seeds == {f"{side}{n}": str(n - 1) for side in "AB" for n in (1, 2, 3)}
-    # the change seen on the first three process pairs was confirmed on three more, and all six judge it
-    [b_entry] = [r for r in json.loads((root / "out" / "ab" / "B.json").read_text())["benchmarks"]
-                 if r["name"] == "test_entry"]
-    assert b_entry["options"]["pair_blocks"][0][0] == 3 and b_entry["options"]["process_pairs"] == 6
-    assert len(entry["process_ratios"]) == 6 and all(1.6 < r < 3.0 for r in entry["process_ratios"])
-    assert entry["ci"][0] > 1.0 and 0 < entry["detectable"] < 0.5
+    first_look = {f"{side}{n}": str(n - 1) for side in "AB" for n in (1, 2, 3, 4)}
+    assert {k: v for k, v in seeds.items() if k in first_look} == first_look
     a, b = (json.loads((root / "out" / "ab" / f"{side}.json").read_text()) for side in "AB")
     assert a["harness"]["pairing"] == b["harness"]["pairing"] and (a["harness"]["side"], b["harness"]["side"]) == ("A", "B")
-    # every benchmark was timed on three process pairs at once (the entry on three more), its rounds interleaved
-    assert a["harness"]["process_pairs"] == 3 and {p.name for p in (root / "out" / "logs").iterdir()} == {
-        f"{side}{n}.log" for side in "AB" for n in range(1, 7)}
+    assert a["harness"]["process_pairs"] == 4 and a["harness"]["entries"] == 2 and a["harness"]["looks"] == 3
+    # the report names each side as the user gave it, with its commit (the ref's, not the working tree's HEAD)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    assert a["commit_info"]["id"] == head and a["commit_info"]["ref"] == "HEAD"
+    assert b["commit_info"]["dirty"] is True and doc["sides"]["A"] == f"HEAD ({head[:12]})"
     [a_entry] = [r for r in a["benchmarks"] if r["name"] == "test_entry"]
-    assert a_entry["options"]["process_pairs"] == 6 and a_entry["stats"]["rounds"] % 3 == 0
-    # one thread, and how much of its CPU other programs took (on Linux; a share of one CPU)
+    assert len(a_entry["options"]["pair_rounds"]) == entry["pairs"]
+    assert sum(a_entry["options"]["pair_rounds"]) == a_entry["stats"]["rounds"]
     assert a_entry["options"]["threads"] == 1
-    assert not Path("/proc/stat").exists() or 0.0 <= a_entry["options"]["others_cpus"] <= 1.0
     out = capsys.readouterr().out
-    assert "benchmark report (A/B): FAIL: 1 regressed" in out
-    # skipped at collection on both sides: one line, never started, not in the report
-    assert "1 benchmark(s) SKIPPED on both sides at collection: not on this machine" in out
+    assert "benchmark report (A/B): FAIL: 1 of 2 entries regressed" in out
+    # skipped on both sides: one line per reason, never started, not in the report
+    assert "1 benchmark(s) skipped: not on this machine" in out
     assert "test_skipped" not in verdicts(doc) and "not on this machine" not in (root / "out" / "logs" / "A1.log").read_text()
+    markdown = (root / "out" / "report.md").read_text()
+    assert f"**A** = HEAD ({head[:12]})" in markdown and "docs/benchmark-gate.md" in markdown
 
 
-def _state_of_pairs(slow_seeds: tuple[str, ...]) -> str:
-    """The entry's loop size in a working tree whose entry is twice as slow in the process pairs of ``slow_seeds``
-    only (each process pair has a hash seed of its own: a stand-in for a state some processes fall into)."""
-    return f"40000 if __import__('os').environ['PYTHONHASHSEED'] in {slow_seeds!r} else 20000"
-
-
-@pytest.mark.parametrize(("slow_seeds", "section", "blocks"), [
-    # a state of two process pairs of three: the next three do not show it (the pooled median of the six may still
-    # read x1.03, near the minimum effect, and get the third set)
-    (("0", "1"), "unchanged", ([3, 3], [3, 3, 3])),
-    (("0", "1", "3", "4", "5"), "regressed", ([3, 3],)),  # a change that a state holds back in one pair of six
-    # held back in two pairs of six (t = 3.2 where 3.36 is needed): the third set carries it (t = 5.3)
-    (("0", "1", "3", "4", "6", "7", "8"), "regressed", ([3, 3, 3],)),
-])
-def test_an_entry_its_process_pairs_dispute_is_timed_on_as_many_more(root, slow_seeds, section, blocks):
-    write_suite(root)
-    git(root, "init", "-q")
-    git(root, "add", "bench_suite")
-    git(root, "commit", "-qm", "suite")
-    write_suite(root, n=_state_of_pairs(slow_seeds))
-    assert run_bench(root, "--against", "HEAD", "--budget", "1") == (1 if section == "regressed" else 0)
-    doc = report(root)
-    assert verdicts(doc)["test_entry"] == (section, "entry")
-    entry = next(b for b in doc["benchmarks"] if b["name"] == "test_entry")
-    [b_entry] = [r for r in json.loads((root / "out" / "ab" / "B.json").read_text())["benchmarks"]
-                 if r["name"] == "test_entry"]
-    timed = [count for count, _ in b_entry["options"]["pair_blocks"]]
-    assert timed in blocks and b_entry["options"]["process_pairs"] == sum(timed)
-    first_rounds = b_entry["options"]["pair_blocks"][0][1]
-    assert all(rounds <= first_rounds for _, rounds in b_entry["options"]["pair_blocks"][1:])
-    expected = [2.0 if str(seed) in slow_seeds else 1.0 for seed in range(sum(timed))]
-    assert entry["process_ratios"] == pytest.approx(expected, rel=0.25)
-    assert (root / "out" / "logs" / f"B{sum(timed)}.log").exists()
-    # the limit and the peer were not disputed: they stayed on the first process pair
-    limit = next(r for r in json.loads((root / "out" / "ab" / "B.json").read_text())["benchmarks"]
-                 if r["name"] == "test_limit")
-    assert limit["options"]["process_pairs"] == 1
+def test_an_entry_twice_as_slow_in_some_process_pairs_only_is_not_judged(root):
+    """A state some processes fall into (here: the hash seeds 0 and 1 of 12 process pairs) is not a change of the
+    code: the pair values scatter, the t-test across them cannot establish a change, and after every look the entry is
+    inconclusive, never regressed."""
+    _commit_suite(root)
+    write_suite(root, n="40000 if __import__('os').environ['PYTHONHASHSEED'] in ('0', '1') else 20000")
+    assert run_bench(root, "--against", "HEAD", "-k", "entry") == 0
+    entry = next(b for b in report(root)["benchmarks"] if b["name"] == "test_entry")
+    assert entry["verdict"] == "unjudged" and entry["pairs"] == 12 and entry["note"].startswith("inconclusive")
+    assert sorted(entry["process_ratios"])[-2:] == pytest.approx([2.0, 2.0], rel=0.3)
 
 
 def test_planted_slowdown_of_the_working_tree_is_flagged_for_every_benchmark(root):
-    write_suite(root)
-    git(root, "init", "-q")
-    git(root, "add", "bench_suite")
-    git(root, "commit", "-qm", "suite")
-    assert run_bench(root, "--against", "HEAD", "--plant-slowdown", "1.3", "--process-pairs", "1") == 1
-    assert json.loads((root / "out" / "ab" / "B.json").read_text())["harness"]["process_pairs"] == 1
+    _commit_suite(root)
+    assert run_bench(root, "--against", "HEAD", "--plant-slowdown", "2") == 1
     doc = report(root)
     assert verdicts(doc) == {"test_entry": ("regressed", "entry"), "test_limit": ("moved", "limit"),
                              "test_peer": ("moved", "peer")}
     assert doc["failing"] == [b["fullname"] for b in doc["benchmarks"] if b["name"] == "test_entry"]
     assert any("planted slowdown" in note for note in doc["notes"])
     # A spun as long as B's plant after each round, untimed: the ratio is the plant's, not twice it or none of it
-    assert all(1.2 < b["ratio"] < 1.45 for b in doc["benchmarks"]), [b["ratio"] for b in doc["benchmarks"]]
+    assert all(1.7 < b["ratio"] < 2.3 for b in doc["benchmarks"]), [b["ratio"] for b in doc["benchmarks"]]
 
 
 def test_selection_passes_through_and_other_pytest_options_say_where_they_go(root, capsys):
@@ -285,18 +257,18 @@ def test_a_working_tree_benchmark_failing_in_one_worker_mid_rounds_fails_the_run
     assert "test_breaks" not in json.dumps(doc["warnings"])  # not "failed on A only": it failed on B
 
 
-@pytest.mark.parametrize("count", ["0", "17", "two"])
+@pytest.mark.parametrize("count", ["0", "1", "17", "two"])
 def test_a_process_pair_count_out_of_range_is_refused(root, capsys, count):
     with pytest.raises(SystemExit) as exc:
         run_bench(root, "--against", "HEAD", "--process-pairs", count)
     assert exc.value.code == 2
-    assert "must be an integer from 1 to 16 (pairs of worker processes timed at once)" in capsys.readouterr().err
+    assert "must be an integer from 2 to 16 (pairs of worker processes timed at once)" in capsys.readouterr().err
 
 
 def test_process_pairs_outside_a_b_mode_is_refused_before_anything_runs(root, capsys):
     write_suite(root)
     assert run_bench(root, "--process-pairs", "2") == 2
-    assert "--process-pairs belongs to A/B mode" in capsys.readouterr().err
+    assert "--process-pairs and --looks belong to A/B mode" in capsys.readouterr().err
     assert not (root / "out" / "runs").exists()
 
 

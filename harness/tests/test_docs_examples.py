@@ -3,11 +3,15 @@ example, passes the harness suites)."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from harness import bench
 from runtime_core import Device
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,8 +23,39 @@ def _blocks(doc: Path = GUIDE) -> dict[str, str]:
     return dict(re.findall(r"<!-- (\S+?): [^\n]*-->\n```python\n(.*?)```", doc.read_text(), flags=re.S))
 
 
-def test_the_readme_example_runs():
-    exec(compile(_blocks(ROOT / "README.md")["readme_example.py"], "README example", "exec"), {})
+README = ROOT / "README.md"
+
+
+@pytest.mark.parametrize("name", ["CPU", "PYTHON", "CLOUD:CPU"])
+def test_the_readme_kernel_example_runs_on(name):
+    """README's kernel, scalar arguments and reshaped result on a backend of this process (its own asserts)."""
+    exec(compile(_blocks(README)["readme_example.py"], "README example", "exec"), {"DEVICES": [name]})
+
+
+def test_the_readme_kernel_example_runs_on_cuda_under_the_mock(tmp_path):
+    """The same example on CUDA with MOCKGPU=1, in a fresh process (the driver is chosen when CUDA first opens)."""
+    script = tmp_path / "example.py"
+    script.write_text("DEVICES = ['CUDA']\n" + _blocks(README)["readme_example.py"], encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "MOCKGPU": "1", "MOCKGPU_DEVICES": "1", "PTX": "0"})
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_the_readme_disk_example_runs(tmp_path):
+    exec(compile(_blocks(README)["readme_disk.py"], "README DISK example", "exec"), {"PATH": str(tmp_path / "f.bin")})
+
+
+def test_the_readme_commands_name_real_sessions_and_options():
+    """Every `nox -s NAME -- ARGS` line of README names a session of noxfile.py, and the bench arguments parse."""
+    sessions = set(re.findall(r'@nox\.session\((?:[^)]*?name="([\w-]+)"|[^)]*)\)\s*def (\w+)', (ROOT / "noxfile.py").read_text()))
+    names = {named or function.replace("_", "-") for named, function in sessions}
+    commands = re.findall(r"^nox -s ([\w-]+)(?: -- ([^#\n]*))?", README.read_text(), flags=re.M)
+    assert commands
+    for session, args in commands:
+        assert session in names, session
+        if session == "bench" and args.strip():
+            parsed, unknown = bench.build_parser().parse_known_args(args.split())
+            assert not unknown, args
 
 
 def test_the_guide_has_the_toy_backend_and_its_example():

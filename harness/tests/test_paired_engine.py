@@ -7,10 +7,20 @@ import time
 import numpy as np
 import pytest
 
-from harness.paired.engine import STOP_BUDGET, STOP_MAX, STOP_PRECISION, Budget, calibrate, iterations_for, measure, round_order
+from harness.gate import log_ratios
+from harness.paired.engine import (
+    STOP_BUDGET,
+    STOP_MAX,
+    STOP_PRECISION,
+    Budget,
+    calibrate,
+    half_width,
+    iterations_for,
+    measure,
+    round_order,
+)
 from harness.paired.session import time_alone_or_beside
 from harness.paired.worker import RunClock
-from harness.report.paired import half_width, log_ratios
 
 
 class FakeSide:

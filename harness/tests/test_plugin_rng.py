@@ -54,7 +54,7 @@ def test_bad_seed_is_a_usage_error(fake_pytester: pytest.Pytester) -> None:
     fake_pytester.makepyfile(PRINTING)
     result = fake_pytester.runpytest("--harness-seed", "abc")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --harness-seed='abc' is not an integer seed or 'random'"])
+    result.stderr.fnmatch_lines(["ERROR: --harness-seed='abc': expected an integer seed or 'random'*"])
 
 
 def test_seed_is_printed_on_failure_and_reproduces(fake_pytester: pytest.Pytester) -> None:

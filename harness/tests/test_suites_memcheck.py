@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import harness.suites
-from runtime_backends.cpu.memcheck import MEMCHECK_ENV
+from runtime_core.config import CPU_MEMCHECK
 from runtime_core.device import Device
 
 pytestmark = pytest.mark.skipif(not Device.probe("CPU")[0], reason="the CPU backend cannot open here")
@@ -54,7 +54,7 @@ def test_planted_out_of_bounds_store(device, rng):
 @pytest.fixture
 def suite_dir(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A pytester directory with the suites' own conftest and the planted test, CPU_MEMCHECK unset."""
-    monkeypatch.delenv(MEMCHECK_ENV, raising=False)
+    monkeypatch.delenv(CPU_MEMCHECK.name, raising=False)
     monkeypatch.delenv("HARNESS_BACKENDS", raising=False)
     pytester.makeconftest((Path(harness.suites.__file__).parent / "conftest.py").read_text())
     pytester.makepyfile(test_planted=PLANTED)
@@ -83,5 +83,5 @@ def test_mode():
     assert ("RTK_FAULT" in Device["CPU"].renderer.render(_case(0).kernel)) == {rendered == "checked"}
 """)
     if env is not None:
-        monkeypatch.setenv(MEMCHECK_ENV, env)
+        monkeypatch.setenv(CPU_MEMCHECK.name, env)
     suite_dir.runpytest_subprocess("--backends", "CPU", "test_mode.py").assert_outcomes(passed=1)

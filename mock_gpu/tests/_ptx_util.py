@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mock_gpu import ptx
-from mock_gpu.memory import AddressSpace
+from mock_gpu.address_space import AddressSpace
 
 try:
     from cuda.bindings import nvrtc

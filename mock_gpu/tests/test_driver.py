@@ -69,9 +69,15 @@ def test_device_queries_follow_config(make_system) -> None:
     assert cu.cuDeviceGet(3) == (R.CUDA_ERROR_INVALID_DEVICE, None)
 
 
-def test_unemulated_attribute_is_invalid_value(ctx) -> None:
-    attr = cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT
-    assert cu.cuDeviceGetAttribute(attr, 0) == (R.CUDA_ERROR_INVALID_VALUE, None)
+def test_every_attribute_answers_and_unsupported_features_are_zero(ctx) -> None:
+    A = cu.CUdevice_attribute
+    for attr in A:
+        if attr != A.CU_DEVICE_ATTRIBUTE_MAX:
+            err, value = cu.cuDeviceGetAttribute(attr, 0)
+            assert err == R.CUDA_SUCCESS and isinstance(value, int), attr
+    assert cu.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 0) == (R.CUDA_SUCCESS, 0)
+    assert cu.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0) == (R.CUDA_SUCCESS, 1)
+    assert cu.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_MAX, 0) == (R.CUDA_ERROR_INVALID_VALUE, None)
 
 
 def test_memory_round_trip_and_memsets(ctx) -> None:

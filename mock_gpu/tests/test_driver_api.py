@@ -12,6 +12,7 @@ import pytest
 from _driver_util import KERNELS_PTX, PTR, U32, check, from_device, kernels, launch, to_device
 from cuda.bindings import driver as real
 
+import mock_gpu
 from mock_gpu import driver as cu
 
 R = cu.CUresult
@@ -62,8 +63,12 @@ def test_other_cuda_bindings_names_are_the_real_types_and_missing_functions_say_
     assert cu.CUresult is real.CUresult and cu.CUdeviceptr is real.CUdeviceptr
     assert cu.CUDA_MEMSET_NODE_PARAMS is real.CUDA_MEMSET_NODE_PARAMS
     assert cu.CUlimit is real.CUlimit  # not imported by name: looked up in cuda.bindings.driver
-    with pytest.raises(AttributeError, match="cuMemAllocManaged.*not emulated"):
-        cu.cuMemAllocManaged  # noqa: B018
+    assert cu.cuuint32_t is real.cuuint32_t  # a type whose name starts like a driver function
+    assert "cuGraphicsMapResources" in dir(cu)  # probing by name finds every real name
+    with pytest.raises(mock_gpu.NotEmulatedError, match="cuGraphicsMapResources is not emulated"):
+        cu.cuGraphicsMapResources(1, None, 0)  # referencing it works; calling it says what is missing
+    with pytest.raises(AttributeError):
+        cu.no_such_name  # noqa: B018
 
 
 # CUDA C++ Programming Guide, "Compute Capabilities" (technical specifications per compute capability)

@@ -58,7 +58,9 @@ def _body_error(body: str) -> ptx.PTXError:
     ("    mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%r0}, {%r1}, {%r2}, {%r3};", "tensor-core"),
     ("    ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r0}, [%rd1];", "matrix"),
     ("    mapa.u64 %rd1, %rd2, %r1;", "distributed shared memory"),
-    ("    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%rd1], [%rd2], %r1, [%rd3];", "cp"),
+    ("    cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%rd1], [%rd2], %r1, "
+     "[%rd3];", "cp"),
+    ("    mbarrier.frobnicate.shared.b64 [%rd1];", ".frobnicate"),
     ("    lop3.b32 %r1, %r2, %r3, %r0, %r1;", "immLut"),
     ("    add.f32 %r1, %rd1, %rd2;", ".b64 register"),
     ("    add.u64 %rd1, %r1, %r2;", ".b32 register"),
@@ -174,9 +176,9 @@ def test_bad_launch_configuration_is_invalid_value_and_runs_nothing(store: Any, 
 
 
 @pytest.mark.parametrize(("grid", "smem", "exc", "names"), [
-    ((-1, 1, 1), 0, OverflowError, "gridDimX -1"), (("a", 1, 1), 0, TypeError, "gridDimX must be an int"),
-    ((1.5, 1, 1), 0, TypeError, "gridDimX must be an int"), ((1, 1, 1), -1, OverflowError, "sharedMemBytes -1"),
-    ((1, 1, 1), None, TypeError, "sharedMemBytes must be an int"),
+    ((-1, 1, 1), 0, OverflowError, "gridDimX -1"), (("a", 1, 1), 0, TypeError, "gridDimX: an integer is required"),
+    ((np.array([1, 2]), 1, 1), 0, TypeError, "0-dimensional"), ((1, 1, 1), -1, OverflowError, "sharedMemBytes -1"),
+    ((1, 1, 1), None, TypeError, "sharedMemBytes: an integer is required"),
     ((1, 1, 1), 1 << 40, OverflowError, "sharedMemBytes 1099511627776"),
 ])
 def test_launch_arguments_cuda_python_cannot_convert_raise(store: Any, grid: Any, smem: Any, exc: type,
@@ -290,7 +292,7 @@ def test_frees_of_what_is_not_a_live_device_allocation(ctx: Any) -> None:
 
 
 @pytest.mark.parametrize(("size", "exc"), [(-1, OverflowError), (1 << 70, OverflowError), ("a", TypeError),
-                                           (None, TypeError), (2.5, TypeError)])
+                                           (None, TypeError), (-2.5, OverflowError)])
 def test_allocation_sizes_cuda_python_cannot_convert_raise(ctx: Any, size: Any, exc: type) -> None:
     with pytest.raises(exc, match="bytesize"):
         cu.cuMemAlloc(size)

@@ -10,7 +10,7 @@ import pytest
 
 from mock_gpu import driver as cu
 from mock_gpu._driver.marshal import pack_params
-from mock_gpu.errors import DriverError
+from mock_gpu._driver.results import DriverError
 
 # .param .u64 p0 (offset 0), .param .u32 p1 (offset 8), .param .f32 p2 (offset 12): 16 bytes
 KERNEL = SimpleNamespace(name="k", params=[(0, 8), (8, 4), (12, 4)], param_bytes=16)

@@ -7,8 +7,8 @@ import pytest
 from _ptx_util import HEADER, Device
 
 from mock_gpu import ptx
-from mock_gpu.memory import MemoryFault
-from mock_gpu.ptx import engine
+from mock_gpu.address_space import MemoryFault
+from mock_gpu.ptx.exec import engine
 
 LOOP = HEADER + """
 .visible .entry loop(.param .u64 out)

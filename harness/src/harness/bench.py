@@ -36,19 +36,20 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from harness.bench_schema import ENTRY, MODE_STORED, SHARED_DIR_ENV, SINGLE_THREAD_ENV, role_of
 from harness.cli_args import ArgumentParser
-from harness.paired.ab import ENTRY_BUDGET as AB_ENTRY_BUDGET
-from harness.paired.ab import PROCESS_PAIRS, run_ab
+from harness.config import HARNESS_BASELINE_DIR, child_environ
+from harness.gate import ALPHA, BUDGET_SECONDS, LOOKS, PROCESS_PAIRS, Settings
+from harness.paired.ab import WorkerSet, run_ab
 from harness.paired.process import WorkerError, WorkerProcess
-from harness.paired.reftree import RefError, default_ref, prepare_sides
+from harness.paired.reftree import RefError, Sides, default_ref, prepare_sides
 from harness.paired.runfile import run_document
-from harness.paired.session import Collected, WorkerSpec, open_workers
+from harness.paired.session import WorkerSpec, open_workers
 from harness.paired.stored import ENTRY_BUDGET, run_stored
 from harness.report import ReportInputError, parse_run
 from harness.report.cli import add_verdict_arguments, finish, write_report
@@ -56,7 +57,7 @@ from harness.report.storage import RunStore, drift_since, drift_window
 
 __all__ = ["AB_CACHE", "BASELINE_DIR_ENV", "DEFAULT_BASELINE_DIR", "KEEP_RUNS", "build_parser", "main", "worker_args"]
 
-BASELINE_DIR_ENV = "HARNESS_BASELINE_DIR"
+BASELINE_DIR_ENV = HARNESS_BASELINE_DIR.name
 DEFAULT_BASELINE_DIR = Path(".benchmarks") / "baselines"
 AB_CACHE = Path(".benchmarks") / "ab"
 KEEP_RUNS = 20
@@ -85,12 +86,15 @@ def build_parser(prog: str = "python -m harness bench") -> ArgumentParser:
                         help="A/B mode: stretch every round of the working tree by F (e.g. 1.05), to check that the "
                         "gate sees a change of that size")
     parser.add_argument("--budget", type=_seconds, metavar="S",
-                        help=f"seconds of rounds per entry before it stops short of the target precision (default: "
-                        f"{ENTRY_BUDGET.seconds:g} stored, {AB_ENTRY_BUDGET.seconds:g} A/B; in A/B mode an entry that "
-                        f"looks changed but is not yet significant gets up to twice that more)")
+                        help=f"seconds of rounds per entry (default: {ENTRY_BUDGET.seconds:g} stored; A/B: "
+                        f"{BUDGET_SECONDS:g} per look)")
     parser.add_argument("--process-pairs", type=_pairs, metavar="N",
-                        help=f"A/B mode: time every benchmark on N pairs of worker processes (A, B) at once and pool "
-                        f"their rounds, so that one pair's placement luck cannot make a verdict (default {PROCESS_PAIRS})")
+                        help=f"A/B mode: process pairs (A, B) per look; each gives one value to the test "
+                        f"(default {PROCESS_PAIRS}; docs/benchmark-gate.md)")
+    parser.add_argument("--looks", type=_looks, metavar="L",
+                        help=f"A/B mode: sets of process pairs an undecided entry may get (default {LOOKS})")
+    parser.add_argument("--alpha", type=_alpha, default=ALPHA, metavar="P",
+                        help=f"A/B mode: the chance that a run of unchanged code flags anything (default {ALPHA:g})")
     parser.add_argument("--suite", default=DEFAULT_SUITE, metavar="TARGET",
                         help=f"the benchmarks to run: an importable package (collected with --pyargs) or a path "
                         f"(default {DEFAULT_SUITE})")
@@ -129,33 +133,10 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness bench
         _check_backends(args.select_backends)
         store = _store(args)
         if args.promote is not None:
-            if args.against is not None or args.process_pairs is not None or args.plant_slowdown:
-                raise ReportInputError("--promote runs nothing: it takes no --against, --process-pairs or "
-                                       "--plant-slowdown")
-            if pytest_args or args.save_baseline:
-                raise ReportInputError("--promote runs nothing and promotes the whole file: it takes no pytest "
-                                       f"arguments or --save-baseline (got {' '.join(pytest_args) or '--save-baseline'})")
-            if not args.promote.strip():
-                raise ReportInputError("--promote needs the path of a saved run, e.g. reports/runs/<file>.json")
+            _check_promote(args, pytest_args)
             return _promote(store, Path(args.promote), args.accept_drift, args.save_partial_baseline)
-        if args.accept_drift and not (args.save_baseline or args.save_partial_baseline):
-            raise ReportInputError("--accept-drift goes with --save-baseline or --promote: it marks the baseline "
-                                   "from which drift is judged")
-        if args.save_baseline and pytest_args and not args.save_partial_baseline:
-            raise ReportInputError(f"--save-baseline with pytest arguments ({' '.join(pytest_args)}): a partial run "
-                                   "would replace the full baseline; pass --save-partial-baseline to do it anyway")
-        if args.against is not None:
-            if args.save_baseline or args.save_partial_baseline:
-                raise ReportInputError("--save-baseline belongs to stored-baseline mode: an A/B run judges the working "
-                                       "tree against a ref and stores no run; drop --against, or --save-baseline")
-            return _ab(args, store, pytest_args)
-        if args.process_pairs is not None:
-            raise ReportInputError("--process-pairs belongs to A/B mode (--against REF): stored-baseline mode times "
-                                   "each entry beside its limit in one pair of workers of the working tree")
-        if args.plant_slowdown:
-            raise ReportInputError("--plant-slowdown needs A/B mode (--against REF): it stretches the working tree's "
-                                   "rounds against the unchanged ref")
-        return _stored(args, store, pytest_args)
+        _check_run(args, pytest_args)
+        return _ab(args, store, pytest_args) if args.against is not None else _stored(args, store, pytest_args)
     except (ReportInputError, RefError) as exc:
         print(f"harness bench: error: {exc}", file=sys.stderr)
         return 2
@@ -166,6 +147,39 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness bench
         print("harness bench: interrupted (Ctrl-C): the benchmark workers were stopped; nothing of this run was saved",
               file=sys.stderr)
         return _INTERRUPTED
+
+
+def _check_promote(args: argparse.Namespace, pytest_args: list[str]) -> None:
+    """Refuse options that ``--promote`` (which runs nothing) cannot take: ReportInputError."""
+    if args.against is not None or args.process_pairs or args.looks or args.plant_slowdown:
+        raise ReportInputError("--promote runs nothing: it takes no --against, --process-pairs, --looks or "
+                               "--plant-slowdown")
+    if pytest_args or args.save_baseline:
+        raise ReportInputError("--promote runs nothing and promotes the whole file: it takes no pytest "
+                               f"arguments or --save-baseline (got {' '.join(pytest_args) or '--save-baseline'})")
+    if not args.promote.strip():
+        raise ReportInputError("--promote needs the path of a saved run, e.g. reports/runs/<file>.json")
+
+
+def _check_run(args: argparse.Namespace, pytest_args: list[str]) -> None:
+    """Refuse options that belong to the other mode, before anything runs: ReportInputError."""
+    if args.accept_drift and not (args.save_baseline or args.save_partial_baseline):
+        raise ReportInputError("--accept-drift goes with --save-baseline or --promote: it marks the baseline "
+                               "from which drift is judged")
+    if args.save_baseline and pytest_args and not args.save_partial_baseline:
+        raise ReportInputError(f"--save-baseline with pytest arguments ({' '.join(pytest_args)}): a partial run "
+                               "would replace the full baseline; pass --save-partial-baseline to do it anyway")
+    if args.against is not None:
+        if args.save_baseline or args.save_partial_baseline:
+            raise ReportInputError("--save-baseline belongs to stored-baseline mode: an A/B run judges the working "
+                                   "tree against a ref and stores no run; drop --against, or --save-baseline")
+        return
+    if args.process_pairs is not None or args.looks is not None:
+        raise ReportInputError("--process-pairs and --looks belong to A/B mode (--against REF): stored-baseline "
+                               "mode times each entry beside its limit in one pair of workers of the working tree")
+    if args.plant_slowdown:
+        raise ReportInputError("--plant-slowdown needs A/B mode (--against REF): it stretches the working tree's "
+                               "rounds against the unchanged ref")
 
 
 def _check_backends(names: str | None) -> None:
@@ -239,38 +253,27 @@ def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> in
     ref = args.against or default_ref(_baseline_commit(store))
     started = time.perf_counter()
     sides = prepare_sides(ref, AB_CACHE, _progress)
-    print(f"harness bench: A/B mode: A = {ref} ({sides.sha[:12]}) in {sides.a.root}, B = the working tree in "
-          f"{sides.b.root} (ready in {time.perf_counter() - started:.0f} s)", flush=True)
-    logs = out / "logs"
-    pairs = args.process_pairs or PROCESS_PAIRS
-    # process pairs 1..pairs time every benchmark; sets of as many more are started for undecided entries only
-    def specs_of(first: int, count: int) -> list[WorkerSpec]:
-        return [WorkerSpec(f"{label}{n} ({what})", str(side.python), side.workdir_of(n), logs / f"{label}{n}.log", n - 1)
-                for n in range(first, first + count)
-                for label, what, side in (("A", "ref", sides.a), ("B", "working tree", sides.b))]
-    budget = replace(AB_ENTRY_BUDGET, seconds=args.budget, undecided_seconds=2 * args.budget) if args.budget \
-        else AB_ENTRY_BUDGET
-    suite = _suite(args.suite)
-    suites: list[str | Path] = [side.inside(suite) for side in (sides.a, sides.b)] if isinstance(suite, Path) \
-        else [suite, suite]
-    # the same rootdir path on both sides gives the same nodeids; each side reads its own tree's pytest configuration
-    args_of = [worker_args(suite_of, [f"--rootdir={side.root}", *([f"--config-file={side.config}"] if side.config else []),
-                                      *pytest_args])
-               for suite_of, side in zip(suites, (sides.a, sides.b))] * pairs
+    print(f"harness bench: A/B mode: A = {ref} ({sides.sha[:12]}), B = the working tree ({sides.b_commit[:12]}"
+          f"{', with uncommitted changes' if sides.b_dirty else ''}) (ready in {time.perf_counter() - started:.0f} s)",
+          flush=True)
+    settings = Settings(min_effect=args.min_effect, alpha=args.alpha, process_pairs=args.process_pairs or PROCESS_PAIRS,
+                        looks=args.looks or LOOKS, budget_seconds=args.budget or BUDGET_SECONDS)
+    args_of = _side_args(sides, _suite(args.suite), pytest_args) * settings.process_pairs
     shared = (out / "ab" / "shared").resolve()
     shutil.rmtree(shared, ignore_errors=True)
     shared.mkdir(parents=True)
     env = {**_env(), SHARED_DIR_ENV: str(shared)}
     try:
         with contextlib.ExitStack() as stack:
-            workers, collected = stack.enter_context(open_workers(specs_of(1, pairs), args_of, env))
-            _warn_randomized(workers)
-            more = _MorePairs(stack, lambda k: specs_of(k * pairs + 1, pairs), args_of, env)
-            result = run_ab(workers, collected, ref, _progress, planted=args.plant_slowdown,
-                            min_effect=args.min_effect, entry_budget=budget, more_pairs=more)
+            sets = _WorkerSets(stack, sides, settings.process_pairs, out / "logs", args_of, env)
+            _progress(f"harness bench: starting {2 * settings.process_pairs} benchmark workers (logs in {out / 'logs'})")
+            sets(0)
+            result = run_ab(sets, ref, _progress, settings, planted=args.plant_slowdown)
     finally:
         shutil.rmtree(shared, ignore_errors=True)
     print(f"harness bench: A/B run took {time.perf_counter() - started:.0f} s")
+    for document, commit in zip(result.documents, sides.commit_infos()):
+        document["commit_info"] = commit
     files = [out / "ab" / "A.json", out / "ab" / "B.json"]
     for path, document in zip(files, result.documents):
         _write_json(path, document)
@@ -281,27 +284,47 @@ def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> in
     baseline, current = (parse_run(doc, str(path)) for path, doc in zip(files, result.documents))
     warnings = [f"failed on A (the ref) only: {name}" for name in result.failed[0] if name not in result.failed[1]]
     report, written = write_report(current, baseline, [], out=out, threshold=args.threshold,
-                                   min_effect=args.min_effect, warnings=warnings)
+                                   min_effect=args.min_effect, alpha=args.alpha, warnings=warnings)
     status = finish(report, written, no_fail=args.no_fail)
     if result.failed[1]:
         return _failures(result.failed[1], "the report above covers the benchmarks that ran")
     return status
 
 
-class _MorePairs:
-    """``run_ab``'s ``more_pairs``: set k holds the workers of ``specs_of(k)`` (process pairs in turn), started on
+def _side_args(sides: Sides, suite: str | Path, pytest_args: list[str]) -> list[list[str]]:
+    """The pytest arguments of an A worker and of a B worker: the same rootdir path on both sides gives the same
+    nodeids, and each side reads its own tree's pytest configuration."""
+    suites: list[str | Path] = ([side.inside(suite) for side in (sides.a, sides.b)] if isinstance(suite, Path)
+                                else [suite, suite])
+    return [worker_args(suite_of, [f"--rootdir={side.root}", *([f"--config-file={side.config}"] if side.config else []),
+                                   *pytest_args])
+            for suite_of, side in zip(suites, (sides.a, sides.b))]
+
+
+class _WorkerSets:
+    """``run_ab``'s worker sets: set k holds process pairs k * pairs + 1 ... (k + 1) * pairs, A then B, started on
     the first call for k and stopped with ``stack``."""
 
-    def __init__(self, stack: contextlib.ExitStack, specs_of: Callable[[int], list[WorkerSpec]],
-                 args_of: list[list[str]], env: dict[str, str]) -> None:
-        self._stack, self._specs_of, self._args, self._env = stack, specs_of, args_of, env
-        self._opened: dict[int, tuple[list[WorkerProcess], list[Collected]]] = {}
+    def __init__(self, stack: contextlib.ExitStack, sides: Sides, pairs: int, logs: Path, args_of: list[list[str]],
+                 env: dict[str, str]) -> None:
+        self._stack, self._sides, self._pairs, self._logs, self._args, self._env = stack, sides, pairs, logs, args_of, env
+        self._opened: dict[int, WorkerSet] = {}
 
-    def __call__(self, k: int) -> tuple[list[WorkerProcess], list[Collected]]:
+    def __call__(self, k: int) -> WorkerSet:
         if k not in self._opened:
-            self._opened[k] = self._stack.enter_context(open_workers(self._specs_of(k), self._args, self._env))
+            self._opened[k] = self._stack.enter_context(open_workers(self._specs(k), self._args, self._env))
             _warn_randomized(self._opened[k][0])
         return self._opened[k]
+
+    def opened(self) -> list[WorkerProcess]:
+        return [worker for workers, _ in self._opened.values() for worker in workers]
+
+    def _specs(self, k: int) -> list[WorkerSpec]:
+        first = k * self._pairs + 1
+        return [WorkerSpec(f"{label}{n} ({what})", str(side.python), side.workdir_of(n), self._logs / f"{label}{n}.log",
+                           n - 1)
+                for n in range(first, first + self._pairs)
+                for label, what, side in (("A", "ref", self._sides.a), ("B", "working tree", self._sides.b))]
 
 
 def _promote(store: RunStore, run_file: Path, accept_drift: bool, partial: bool) -> int:
@@ -317,8 +340,8 @@ def _promote(store: RunStore, run_file: Path, accept_drift: bool, partial: bool)
 def _store(args: argparse.Namespace) -> RunStore:
     if args.baseline_dir:
         baselines, hint = Path(args.baseline_dir), "--baseline-dir"
-    elif os.environ.get(BASELINE_DIR_ENV):
-        baselines, hint = Path(os.environ[BASELINE_DIR_ENV]), f"${BASELINE_DIR_ENV}"
+    elif from_env := HARNESS_BASELINE_DIR.get():
+        baselines, hint = Path(from_env), f"${BASELINE_DIR_ENV}"
     else:
         baselines, hint = DEFAULT_BASELINE_DIR, "the default baseline dir"
     return RunStore(Path(args.out) / "runs", baselines, args.keep_runs, hint)
@@ -340,7 +363,7 @@ def _baseline_commit(store: RunStore) -> str | None:
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, **SINGLE_THREAD_ENV}
+    return child_environ(dict(SINGLE_THREAD_ENV))
 
 
 def _progress(line: str) -> None:
@@ -387,14 +410,33 @@ def _split(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 def _pairs(text: str) -> int:
-    """argparse ``type`` of --process-pairs: an integer from 1 to MAX_PROCESS_PAIRS."""
+    """argparse ``type`` of --process-pairs: an integer from 2 (a t-test needs two values) to MAX_PROCESS_PAIRS."""
     try:
         value = int(text)
     except ValueError:
         value = 0
-    if not 1 <= value <= MAX_PROCESS_PAIRS:
-        raise argparse.ArgumentTypeError(f"must be an integer from 1 to {MAX_PROCESS_PAIRS} (pairs of worker processes "
+    if not 2 <= value <= MAX_PROCESS_PAIRS:
+        raise argparse.ArgumentTypeError(f"must be an integer from 2 to {MAX_PROCESS_PAIRS} (pairs of worker processes "
                                          f"timed at once), got {text!r}")
+    return value
+
+
+def _looks(text: str) -> int:
+    """argparse ``type`` of --looks: an integer from 1 to 4."""
+    value = int(text) if text.strip().isdigit() else 0
+    if not 1 <= value <= 4:
+        raise argparse.ArgumentTypeError(f"must be an integer from 1 to 4 (sets of process pairs), got {text!r}")
+    return value
+
+
+def _alpha(text: str) -> float:
+    """argparse ``type`` of --alpha: a probability in [1e-6, 0.5]."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 1e-6 <= value <= 0.5:
+        raise argparse.ArgumentTypeError(f"must be a probability from 1e-6 to 0.5, e.g. 0.01, got {text!r}")
     return value
 
 
@@ -421,11 +463,11 @@ def _factor(text: str) -> float:
 
 
 def _seconds(text: str) -> float:
-    """argparse ``type`` of --budget: seconds > 0."""
+    """argparse ``type`` of --budget: seconds in (0, 600]."""
     try:
         value = float(text)
     except ValueError:
         value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    if not 0 < value <= 600:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds in (0, 600], got {text!r}")
     return value

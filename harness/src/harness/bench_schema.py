@@ -36,10 +36,13 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from harness.config import HARNESS_BENCH_SHARED_DIR
+
 __all__ = [
     "ENTRY", "HIGHER_IS_BETTER_KEY", "LIMIT", "LIMIT_KEY", "MODE_AB", "MODE_STORED", "PAIRED_LIMIT_KEY", "PEER",
-    "PEER_KEY", "REFERENCE_KEY", "ROLES", "ROLE_KEY", "RUN_KEY", "SHARED_DIR_ENV", "SINGLE_THREAD_ENV", "THREADS_KEY",
-    "THRESHOLD_KEY", "UNIT_KEY", "VALUE_KEY", "WORK_KEYS", "check_role", "finite_float", "role_of", "threshold_fraction",
+    "PEER_KEY", "PER_CALL_KEY", "REFERENCE_KEY", "ROLES", "ROLE_KEY", "RUN_KEY", "SHARED_DIR_ENV",
+    "SINGLE_THREAD_ENV", "THREADS_KEY", "THRESHOLD_KEY", "TIME_UNITS", "UNIT_KEY", "VALUE_KEY", "WORK_KEYS",
+    "check_role", "finite_float", "role_of", "short_name", "threshold_fraction",
 ]
 
 ROLE_KEY = "role"
@@ -53,22 +56,31 @@ HIGHER_IS_BETTER_KEY = "higher_is_better"
 PAIRED_LIMIT_KEY = "paired_limit"
 # extra_info keys that say how much work one call does; two records that differ in one time different work
 WORK_KEYS = ("size_bytes", "elements", "shape")
+# ``per_call``: {unit: amount of that unit's work done by one call}, e.g. {"GB/s": 0.004096} for 4 KiB (in GB), so a
+# report computes a throughput figure from the very rounds it judges (amount / median seconds per call)
+PER_CALL_KEY = "per_call"
+# time figures: unit -> its count per second (a figure = median seconds per call x this)
+TIME_UNITS = {"us/call": 1e6, "ms/compile": 1e3}
 
 ENTRY, LIMIT, PEER = "entry", "limit", "peer"
 ROLES = (ENTRY, LIMIT, PEER)
 
 RUN_KEY = "harness"
 MODE_STORED, MODE_AB = "stored", "ab"
-# A directory both workers of an A/B run see (set by the runner; the fixture ``bench_shared_dir`` falls back to a
-# private temporary one): input files whose place on disk affects their timing go there, so both versions read the
-# same blocks (two files written apart were read up to 1.8x apart, cold, on the 2-core reference VM)
-SHARED_DIR_ENV = "HARNESS_BENCH_SHARED_DIR"
+SHARED_DIR_ENV = HARNESS_BENCH_SHARED_DIR.name  # declared, with why, in harness.config
 
 # The CPU backend runs a kernel on one thread, so single-threaded numpy/BLAS is the fair practical limit beside it, and
 # a multi-threaded BLAS on a loaded machine of few cores spreads its rounds by orders of magnitude. The libraries read
 # these once when they load, so the runner sets them in the environment of the benchmark processes.
 SINGLE_THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 THREADS_KEY = "thread_env"  # machine_info: {variable: its value in the benchmark process, or None when unset}
+
+
+def short_name(fullname: str) -> str:
+    """A benchmark's name without its file and 'test_': '.../test_bench_copy.py::test_copy[CPU-4KiB]' ->
+    'copy[CPU-4KiB]'."""
+    name = fullname.rsplit("::", 1)[-1]
+    return name[5:] if name.startswith("test_") else name
 
 
 def role_of(extra_info: Mapping[str, Any]) -> str:

@@ -9,6 +9,8 @@ import subprocess
 
 import numpy as np
 
+from runtime_core.config import CC
+
 __all__ = ["machine_facts"]
 
 
@@ -53,7 +55,7 @@ def machine_facts() -> dict[str, object]:
         "os": platform.platform(),
         "python": platform.python_version(),
         "numpy": np.__version__,
-        "cc": os.environ.get("CC", "clang"),
+        "cc": CC.get(),
         "clang": _first_line(["clang", "--version"]),
         "gcc": _first_line(["gcc", "--version"]),
         "gpu": gpu,

@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
-import os
+from typing import TypeVar
 
 import pytest
 
+from harness.config import (
+    HARNESS_BACKENDS,
+    HARNESS_DISK_BENCH_MIB,
+    HARNESS_REQUIRE_TESTS,
+    HARNESS_RUN_BIGMEM,
+    HARNESS_SEED,
+    RANDOM_SEED,
+)
+from runtime_core.config import ConfigError, Setting
+
 __all__ = ["add_options", "requested_backends", "strict_backends", "require_tests", "seed_setting", "run_bigmem",
            "disk_bench_bytes", "BACKENDS_ENV", "SEED_ENV", "BIGMEM_ENV", "REQUIRE_TESTS_ENV", "DISK_BENCH_ENV",
-           "DISK_BENCH_DEFAULT_MIB"]
+           "DISK_BENCH_DEFAULT_MIB", "RANDOM_SEED"]
 
-BACKENDS_ENV = "HARNESS_BACKENDS"
-SEED_ENV = "HARNESS_SEED"
-BIGMEM_ENV = "HARNESS_RUN_BIGMEM"
-DISK_BENCH_ENV = "HARNESS_DISK_BENCH_MIB"
-DISK_BENCH_DEFAULT_MIB = 256  # 1024 (the 1 GiB of issue 9) makes `nox -s bench` about a minute longer
-REQUIRE_TESTS_ENV = "HARNESS_REQUIRE_TESTS"
-RANDOM_SEED = "random"
+T = TypeVar("T")
+BACKENDS_ENV = HARNESS_BACKENDS.name
+SEED_ENV = HARNESS_SEED.name
+BIGMEM_ENV = HARNESS_RUN_BIGMEM.name
+DISK_BENCH_ENV = HARNESS_DISK_BENCH_MIB.name
+DISK_BENCH_DEFAULT_MIB = HARNESS_DISK_BENCH_MIB.default  # 1024 (the 1 GiB of issue 9): `nox -s bench` a minute longer
+REQUIRE_TESTS_ENV = HARNESS_REQUIRE_TESTS.name
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -40,8 +50,17 @@ def add_options(parser: pytest.Parser) -> None:
                          f"{DISK_BENCH_DEFAULT_MIB}; 1024 for the 1 GiB figures)")
 
 
-def _split(names: str) -> list[str]:
-    return [n.strip() for n in names.split(",") if n.strip()]
+def _resolve(raw: str | None, flag: str, setting: Setting[T]) -> T:
+    """Option value ``raw`` (first) or the variable's, parsed by the setting's kind; ``pytest.UsageError`` naming the
+    source for a bad value."""
+    try:
+        return setting.get() if raw is None else setting.parse(raw, source=flag)
+    except ConfigError as e:
+        raise pytest.UsageError(str(e)) from None
+
+
+def _flag(setting: Setting[bool]) -> bool:
+    return _resolve(None, setting.name, setting)
 
 
 def requested_backends(config: pytest.Config) -> list[str] | None:
@@ -49,16 +68,8 @@ def requested_backends(config: pytest.Config) -> list[str] | None:
 
     Raises ``pytest.UsageError`` for a value that names no backend (e.g. ``--backends ,``).
     """
-    raw = config.getoption("backends")
-    source = "--backends"
-    if raw is None:
-        raw, source = os.environ.get(BACKENDS_ENV), BACKENDS_ENV
-    if raw is None:
-        return None
-    names = _split(raw)
-    if not names:
-        raise pytest.UsageError(f"{source}={raw!r} names no backend; give a comma-separated list such as CPU,PYTHON")
-    return names
+    names = _resolve(config.getoption("backends"), "--backends", HARNESS_BACKENDS)
+    return None if names is None else list(names)
 
 
 def strict_backends(config: pytest.Config) -> bool:
@@ -66,8 +77,8 @@ def strict_backends(config: pytest.Config) -> bool:
 
 
 def require_tests(config: pytest.Config) -> bool:
-    """``--require-tests``, or ``HARNESS_REQUIRE_TESTS`` set to anything but empty or ``0``."""
-    return bool(config.getoption("require_tests")) or os.environ.get(REQUIRE_TESTS_ENV, "0").strip() not in ("", "0")
+    """``--require-tests``, or ``HARNESS_REQUIRE_TESTS`` true."""
+    return bool(config.getoption("require_tests")) or _flag(HARNESS_REQUIRE_TESTS)
 
 
 def seed_setting(config: pytest.Config) -> int | str | None:
@@ -76,26 +87,12 @@ def seed_setting(config: pytest.Config) -> int | str | None:
     Raises ``pytest.UsageError`` for anything else.
     """
     raw = config.getoption("harness_seed")
-    source = "--harness-seed"
-    if raw is None:
-        raw, source = os.environ.get(SEED_ENV), SEED_ENV
-    if raw is None or raw.strip() == "":
-        return None
-    raw = raw.strip()
-    if raw.lower() == RANDOM_SEED:
-        return RANDOM_SEED
-    try:
-        seed = int(raw, 0)
-    except ValueError:
-        raise pytest.UsageError(f"{source}={raw!r} is not an integer seed or 'random'") from None
-    if seed < 0:
-        raise pytest.UsageError(f"{source}={raw!r}: a seed must be >= 0")
-    return seed
+    return None if raw is not None and not raw.strip() else _resolve(raw, "--harness-seed", HARNESS_SEED)
 
 
 def run_bigmem(config: pytest.Config) -> bool:
-    """Whether tests marked ``bigmem`` run: ``--run-bigmem`` or ``HARNESS_RUN_BIGMEM`` set to a value other than 0."""
-    return bool(config.getoption("run_bigmem")) or os.environ.get(BIGMEM_ENV, "0") not in ("", "0")
+    """Whether tests marked ``bigmem`` run: ``--run-bigmem`` or ``HARNESS_RUN_BIGMEM`` true."""
+    return bool(config.getoption("run_bigmem")) or _flag(HARNESS_RUN_BIGMEM)
 
 
 def disk_bench_bytes(config: pytest.Config) -> int:
@@ -103,15 +100,5 @@ def disk_bench_bytes(config: pytest.Config) -> int:
 
     Raises ``pytest.UsageError`` for a value that is not a positive integer.
     """
-    raw, source = config.getoption("disk_bench_mib"), "--disk-bench-mib"
-    if raw is None:
-        raw, source = os.environ.get(DISK_BENCH_ENV), DISK_BENCH_ENV
-    if raw is None or not raw.strip():
-        return DISK_BENCH_DEFAULT_MIB << 20
-    try:
-        mib = int(raw)
-    except ValueError:
-        mib = 0
-    if mib <= 0:
-        raise pytest.UsageError(f"{source}={raw!r} is not a positive number of MiB (e.g. 1024)")
+    mib = _resolve(config.getoption("disk_bench_mib"), "--disk-bench-mib", HARNESS_DISK_BENCH_MIB)
     return mib << 20

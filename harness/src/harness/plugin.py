@@ -13,7 +13,9 @@ import pytest
 
 from harness import markers, options, seeding
 from harness.bench_schema import THRESHOLD_KEY
+from harness.config import HARNESS_HEARTBEAT_S
 from harness.fixtures import device, rng
+from harness.heartbeat import Heartbeat
 from harness.selection import WORKERINPUT_KEY, get_selection
 from harness.summary import BACKEND_PROPERTY, BackendCounts, backend_of
 
@@ -39,6 +41,17 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the controller (or a plain run) sees every report
         config.stash[_COUNTS_KEY] = BackendCounts()
         config.pluginmanager.register(config.stash[_COUNTS_KEY], "harness-backend-counts")
+        _start_heartbeat(config)
+
+
+def _start_heartbeat(config: pytest.Config) -> None:
+    quiet_s = HARNESS_HEARTBEAT_S.get()
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if quiet_s and reporter is not None:
+        beat = Heartbeat(reporter.write_line, quiet_s)
+        config.pluginmanager.register(beat, "harness-heartbeat")
+        beat.start()
+        config.add_cleanup(beat.stop)
 
 
 class _XdistHooks:

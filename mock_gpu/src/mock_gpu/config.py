@@ -1,20 +1,7 @@
 """Configuration of the emulated system, read from the environment when ``cuInit`` runs.
 
-=================  ==========================================================  ===========
-variable           meaning                                                     default
-=================  ==========================================================  ===========
-MOCKGPU_DEVICES    number of emulated devices (1..64)                          1
-MOCKGPU_ARCH       compute capability: ``sm_80``, ``80``, ``8.0`` or ``sm_90a`` ``sm_90``
-MOCKGPU_MEMORY     bytes of device memory per device; ``16GiB``, ``512MB``,     ``16GiB``
-                   ``1e9``, ``4096`` (memory is backed lazily, so a large
-                   capacity costs nothing until written)
-MOCKGPU_LAUNCH_    seconds a kernel may run before it is stopped with           ``300``
-TIMEOUT            CUDA_ERROR_LAUNCH_TIMEOUT (a spin-wait on another block
-                   never ends in the emulator, which runs blocks in order)
-MOCKGPU_DEFERRED   ``1``: work enqueued on a stream runs, in stream order,      ``1``
-                   when something waits for it (as on a GPU, so missing
-                   synchronization shows); ``0``: it runs when enqueued
-=================  ==========================================================  ===========
+The variables are declared once, in :data:`SETTINGS` (name, accepted forms, default, doc); docs/configuration.md
+lists them from there.
 
 The per-architecture limits (SM count, shared memory per block with opt-in, threads per SM) are the published
 values of the CUDA C++ Programming Guide, "Compute Capabilities" table, for the reference part of each generation.
@@ -26,6 +13,30 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
+
+
+class Variable(NamedTuple):
+    """One environment variable of the emulator: ``name``, ``kind`` (the accepted forms), ``default`` (the text used
+    when it is unset) and ``doc`` (one line)."""
+
+    name: str
+    kind: str
+    default: str
+    doc: str
+
+
+MOCKGPU_DEVICES = Variable("MOCKGPU_DEVICES", "int 1..64", "1", "number of emulated devices")
+MOCKGPU_ARCH = Variable("MOCKGPU_ARCH", "sm_80, 80, 8.0 or sm_90a", "sm_90", "compute capability of every device")
+MOCKGPU_MEMORY = Variable("MOCKGPU_MEMORY", "bytes: 16GiB, 512MB, 1e9, 4096", "16GiB",
+                          "device memory per device (backed lazily: a large capacity costs nothing until written)")
+MOCKGPU_LAUNCH_TIMEOUT = Variable("MOCKGPU_LAUNCH_TIMEOUT", "seconds", "300",
+                                  "a kernel running longer is stopped with CUDA_ERROR_LAUNCH_TIMEOUT (a spin-wait on "
+                                  "another block never ends: blocks run in order)")
+MOCKGPU_DEFERRED = Variable("MOCKGPU_DEFERRED", "0 or 1", "1",
+                            "1: stream work runs in stream order when something waits for it, as on a GPU (missing "
+                            "synchronization shows); 0: when enqueued")
+SETTINGS = (MOCKGPU_DEVICES, MOCKGPU_ARCH, MOCKGPU_MEMORY, MOCKGPU_LAUNCH_TIMEOUT, MOCKGPU_DEFERRED)
 
 
 class ConfigError(ValueError):
@@ -69,7 +80,6 @@ WARP_SIZE = 32
 _SUFFIXES = {"": 1, "B": 1, "K": 1000, "KB": 1000, "M": 1000**2, "MB": 1000**2, "G": 1000**3, "GB": 1000**3,
              "T": 1000**4, "TB": 1000**4, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40}
 MAX_DEVICES = 64
-DEFAULT_MEMORY = 16 << 30
 MAX_MEMORY = 1 << 50  # per device: the emulated address space gives each device far less than 2**64 bytes
 
 
@@ -150,8 +160,9 @@ def load_config(environ: Mapping[str, str] | None = None) -> MockConfig:
     Raises ConfigError naming the first invalid variable.
     """
     env = os.environ if environ is None else environ
-    return MockConfig(devices=parse_devices(env.get("MOCKGPU_DEVICES", "1")),
-                      arch=parse_arch(env.get("MOCKGPU_ARCH", "sm_90")),
-                      memory=parse_size(env.get("MOCKGPU_MEMORY", str(DEFAULT_MEMORY))),
-                      launch_timeout=parse_timeout(env.get("MOCKGPU_LAUNCH_TIMEOUT", "300")),
-                      deferred=parse_deferred(env.get("MOCKGPU_DEFERRED", "1")))
+    def text(var: Variable) -> str:
+        return env.get(var.name, var.default)
+
+    return MockConfig(devices=parse_devices(text(MOCKGPU_DEVICES)), arch=parse_arch(text(MOCKGPU_ARCH)),
+                      memory=parse_size(text(MOCKGPU_MEMORY)), launch_timeout=parse_timeout(text(MOCKGPU_LAUNCH_TIMEOUT)),
+                      deferred=parse_deferred(text(MOCKGPU_DEFERRED)))

@@ -57,12 +57,17 @@ from ._driver.context import (  # noqa: F401
     cuCtxEnablePeerAccess,
     cuCtxGetCurrent,
     cuCtxGetDevice,
+    cuCtxGetFlags,
+    cuCtxPopCurrent,
+    cuCtxPushCurrent,
     cuCtxSetCurrent,
     cuCtxSynchronize,
     cuDeviceCanAccessPeer,
+    cuDevicePrimaryCtxGetState,
     cuDevicePrimaryCtxRelease,
     cuDevicePrimaryCtxReset,
     cuDevicePrimaryCtxRetain,
+    cuDevicePrimaryCtxSetFlags,
 )
 from ._driver.device import (  # noqa: F401
     cuDeviceComputeCapability,
@@ -70,6 +75,8 @@ from ._driver.device import (  # noqa: F401
     cuDeviceGetAttribute,
     cuDeviceGetCount,
     cuDeviceGetName,
+    cuDeviceGetPCIBusId,
+    cuDeviceGetUuid,
     cuDeviceTotalMem,
 )
 from ._driver.event import (  # noqa: F401
@@ -86,12 +93,16 @@ from ._driver.graph import (  # noqa: F401
     cuGraphAddKernelNode,
     cuGraphAddMemcpyNode,
     cuGraphAddMemsetNode,
+    cuGraphClone,
     cuGraphCreate,
     cuGraphDestroy,
     cuGraphExecDestroy,
     cuGraphExecKernelNodeSetParams,
     cuGraphExecMemcpyNodeSetParams,
     cuGraphExecMemsetNodeSetParams,
+    cuGraphGetEdges,
+    cuGraphGetNodes,
+    cuGraphGetRootNodes,
     cuGraphInstantiate,
     cuGraphInstantiateWithParams,
     cuGraphLaunch,
@@ -109,6 +120,20 @@ from ._driver.launch import (  # noqa: F401
     cuFuncGetAttribute,
     cuFuncSetAttribute,
     cuLaunchKernel,
+)
+from ._driver.link import (  # noqa: F401
+    cuLinkAddData,
+    cuLinkAddFile,
+    cuLinkComplete,
+    cuLinkCreate,
+    cuLinkDestroy,
+)
+from ._driver.mapped import (  # noqa: F401
+    cuMemAllocManaged,
+    cuMemHostGetDevicePointer,
+    cuMemHostRegister,
+    cuMemHostUnregister,
+    cuMemPrefetchAsync,
 )
 from ._driver.memory import (  # noqa: F401
     cuMemAlloc,
@@ -137,16 +162,37 @@ from ._driver.memory import (  # noqa: F401
 from ._driver.module import (  # noqa: F401
     cuModuleGetFunction,
     cuModuleGetGlobal,
+    cuModuleLoad,
     cuModuleLoadData,
     cuModuleLoadDataEx,
     cuModuleUnload,
 )
+from ._driver.results import pass_through
 from ._driver.stream import (  # noqa: F401
     cuStreamCreate,
     cuStreamDestroy,
     cuStreamQuery,
     cuStreamSynchronize,
     cuStreamWaitEvent,
+)
+from ._driver.vmm import (  # noqa: F401
+    cuDeviceGetDefaultMemPool,
+    cuDeviceGetMemPool,
+    cuMemAddressFree,
+    cuMemAddressReserve,
+    cuMemAllocAsync,
+    cuMemAllocFromPoolAsync,
+    cuMemCreate,
+    cuMemFreeAsync,
+    cuMemGetAllocationGranularity,
+    cuMemMap,
+    cuMemPoolCreate,
+    cuMemPoolDestroy,
+    cuMemPoolGetAttribute,
+    cuMemPoolSetAttribute,
+    cuMemRelease,
+    cuMemSetAccess,
+    cuMemUnmap,
 )
 
 __all__ = [
@@ -157,29 +203,38 @@ __all__ = [
     "CUevent", "CUevent_flags", "CUfunction", "CUfunction_attribute", "CUgraph", "CUgraphEdgeData", "CUgraphExec",
     "CUgraphInstantiate_flags", "CUgraphNode", "CUjit_option", "CUmemorytype", "CUmodule", "CUresult", "CUstream",
     "CUstreamCaptureMode", "CUstreamCaptureStatus", "CUstream_flags", "cuCtxCreate", "cuCtxDestroy",
-    "cuCtxDisablePeerAccess", "cuCtxEnablePeerAccess", "cuCtxGetCurrent", "cuCtxGetDevice", "cuCtxSetCurrent",
-    "cuCtxSynchronize", "cuDeviceCanAccessPeer", "cuDeviceComputeCapability", "cuDeviceGet", "cuDeviceGetAttribute",
-    "cuDeviceGetCount", "cuDeviceGetName", "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset",
-    "cuDevicePrimaryCtxRetain", "cuDeviceTotalMem", "cuDriverGetVersion", "cuEventCreate", "cuEventDestroy",
+    "cuCtxDisablePeerAccess", "cuCtxEnablePeerAccess", "cuCtxGetCurrent", "cuCtxGetDevice", "cuCtxGetFlags",
+    "cuCtxPopCurrent", "cuCtxPushCurrent", "cuCtxSetCurrent", "cuCtxSynchronize", "cuDeviceCanAccessPeer",
+    "cuDeviceComputeCapability", "cuDeviceGet", "cuDeviceGetAttribute", "cuDeviceGetCount",
+    "cuDeviceGetDefaultMemPool", "cuDeviceGetMemPool", "cuDeviceGetName", "cuDeviceGetPCIBusId", "cuDeviceGetUuid",
+    "cuDevicePrimaryCtxGetState", "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxRetain",
+    "cuDevicePrimaryCtxSetFlags", "cuDeviceTotalMem", "cuDriverGetVersion", "cuEventCreate", "cuEventDestroy",
     "cuEventElapsedTime", "cuEventQuery", "cuEventRecord", "cuEventSynchronize", "cuFuncGetAttribute",
     "cuFuncSetAttribute", "cuGetErrorName", "cuGetErrorString", "cuGraphAddDependencies", "cuGraphAddEmptyNode",
-    "cuGraphAddKernelNode", "cuGraphAddMemcpyNode", "cuGraphAddMemsetNode", "cuGraphCreate", "cuGraphDestroy",
-    "cuGraphExecDestroy", "cuGraphExecKernelNodeSetParams", "cuGraphExecMemcpyNodeSetParams",
-    "cuGraphExecMemsetNodeSetParams", "cuGraphInstantiate", "cuGraphInstantiateWithParams", "cuGraphLaunch", "cuInit",
-    "cuLaunchKernel", "cuMemAlloc", "cuMemAllocHost", "cuMemFree", "cuMemFreeHost", "cuMemGetInfo", "cuMemHostAlloc",
-    "cuMemcpy", "cuMemcpyAsync", "cuMemcpyDtoD", "cuMemcpyDtoDAsync", "cuMemcpyDtoH", "cuMemcpyDtoHAsync",
-    "cuMemcpyHtoD", "cuMemcpyHtoDAsync", "cuMemcpyPeer", "cuMemcpyPeerAsync", "cuMemsetD16", "cuMemsetD16Async",
-    "cuMemsetD32", "cuMemsetD32Async", "cuMemsetD8", "cuMemsetD8Async", "cuModuleGetFunction", "cuModuleGetGlobal",
-    "cuModuleLoadData", "cuModuleLoadDataEx", "cuModuleUnload", "cuStreamBeginCapture", "cuStreamCreate",
-    "cuStreamDestroy", "cuStreamEndCapture", "cuStreamIsCapturing", "cuStreamQuery", "cuStreamSynchronize",
-    "cuStreamWaitEvent",
+    "cuGraphAddKernelNode", "cuGraphAddMemcpyNode", "cuGraphAddMemsetNode", "cuGraphClone", "cuGraphCreate",
+    "cuGraphDestroy", "cuGraphExecDestroy", "cuGraphExecKernelNodeSetParams", "cuGraphExecMemcpyNodeSetParams",
+    "cuGraphExecMemsetNodeSetParams", "cuGraphGetEdges", "cuGraphGetNodes", "cuGraphGetRootNodes",
+    "cuGraphInstantiate", "cuGraphInstantiateWithParams", "cuGraphLaunch", "cuInit", "cuLaunchKernel",
+    "cuLinkAddData", "cuLinkAddFile", "cuLinkComplete", "cuLinkCreate", "cuLinkDestroy", "cuMemAddressFree",
+    "cuMemAddressReserve", "cuMemAlloc", "cuMemAllocAsync", "cuMemAllocFromPoolAsync", "cuMemAllocHost",
+    "cuMemAllocManaged", "cuMemCreate", "cuMemFree", "cuMemFreeAsync", "cuMemFreeHost",
+    "cuMemGetAllocationGranularity", "cuMemGetInfo", "cuMemHostAlloc", "cuMemHostGetDevicePointer",
+    "cuMemHostRegister", "cuMemHostUnregister", "cuMemMap", "cuMemPoolCreate", "cuMemPoolDestroy",
+    "cuMemPoolGetAttribute", "cuMemPoolSetAttribute", "cuMemPrefetchAsync", "cuMemRelease", "cuMemSetAccess",
+    "cuMemUnmap", "cuMemcpy", "cuMemcpyAsync", "cuMemcpyDtoD", "cuMemcpyDtoDAsync", "cuMemcpyDtoH",
+    "cuMemcpyDtoHAsync", "cuMemcpyHtoD", "cuMemcpyHtoDAsync", "cuMemcpyPeer", "cuMemcpyPeerAsync", "cuMemsetD16",
+    "cuMemsetD16Async", "cuMemsetD32", "cuMemsetD32Async", "cuMemsetD8", "cuMemsetD8Async", "cuModuleGetFunction",
+    "cuModuleGetGlobal", "cuModuleLoad", "cuModuleLoadData", "cuModuleLoadDataEx", "cuModuleUnload",
+    "cuStreamBeginCapture", "cuStreamCreate", "cuStreamDestroy", "cuStreamEndCapture", "cuStreamIsCapturing",
+    "cuStreamQuery", "cuStreamSynchronize", "cuStreamWaitEvent",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    """cuda-python's other enums, structs and constants (``CUjit_option``, ``CUDA_MEMSET_NODE_PARAMS``...); a driver
-    function the emulator does not implement is an AttributeError naming it, never the real (GPU-needing) one."""
-    if not name.startswith("cu") and not name.startswith("_") and hasattr(_real, name):
-        return getattr(_real, name)
-    raise AttributeError(f"module 'mock_gpu.driver' has no attribute {name!r}" +
-                         (" (this driver function is not emulated by mock_gpu)" if hasattr(_real, name) else ""))
+    """cuda-python's other enums, structs, types and constants (``CUjit_option``, ``cuuint32_t``...) as they are; a
+    driver function the emulator does not implement is a stand-in raising NotEmulatedError when called."""
+    return pass_through(_real, "mock_gpu.driver", name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(__all__) | {n for n in dir(_real) if not n.startswith("_")})

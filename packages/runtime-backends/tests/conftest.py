@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.config import REQUIRE_IO_URING
 from runtime_backends.disk.uring import Ring
 from runtime_core import Buffer, Device, dtypes
 from runtime_core.dtype import DType
@@ -55,6 +56,6 @@ def needs_io_uring() -> None:
     try:
         Ring(2).close()
     except OSError as e:
-        if os.environ.get("REQUIRE_IO_URING") == "1":
+        if REQUIRE_IO_URING.get():
             pytest.fail(f"REQUIRE_IO_URING=1 but io_uring cannot be set up: {e}")
         pytest.skip(f"io_uring cannot be set up here: {e}")

@@ -10,9 +10,10 @@ import pytest
 
 from runtime_backends.cpu.device import CPUDevice
 from runtime_backends.cpu.launch import WINDOW
-from runtime_backends.cpu.memcheck import MEMCHECK_ENV, OutOfBoundsError, memcheck_enabled
+from runtime_backends.cpu.memcheck import OutOfBoundsError, memcheck_enabled
 from runtime_backends.cpu.renderer import CRenderer
 from runtime_core import Buffer, dtypes
+from runtime_core.config import CPU_MEMCHECK
 from runtime_core.ir import Kernel, KernelBuilder
 
 GROUP = 32
@@ -21,7 +22,7 @@ GROUP = 32
 @pytest.fixture
 def dev(tmp_path, monkeypatch) -> CPUDevice:
     monkeypatch.setenv("RUNTIME_CACHE_DB", str(tmp_path / "cache.db"))
-    monkeypatch.setenv(MEMCHECK_ENV, "1")
+    monkeypatch.setenv(CPU_MEMCHECK.name, "1")
     return CPUDevice()
 
 
@@ -111,7 +112,7 @@ def test_checked_kernel_needs_sized_handles(dev):
 
 def test_fault_in_a_pooled_launch_names_its_group(tmp_path, monkeypatch):
     monkeypatch.setenv("RUNTIME_CACHE_DB", str(tmp_path / "cache.db"))
-    monkeypatch.setenv(MEMCHECK_ENV, "1")
+    monkeypatch.setenv(CPU_MEMCHECK.name, "1")
     monkeypatch.setenv("CPU_THREADS", "2")
     monkeypatch.setattr("runtime_backends.cpu.launch.POOL_MIN_S", 0.0)  # pool from the second launch on
     dev = CPUDevice()
@@ -129,14 +130,14 @@ def test_fault_in_a_pooled_launch_names_its_group(tmp_path, monkeypatch):
 @pytest.mark.parametrize("value, enabled", [("1", True), ("true", True), ("ON", True), ("0", False), ("", False),
                                             ("no", False)])
 def test_env_values(monkeypatch, value, enabled):
-    monkeypatch.setenv(MEMCHECK_ENV, value)
+    monkeypatch.setenv(CPU_MEMCHECK.name, value)
     assert memcheck_enabled() is enabled
 
 
 @pytest.mark.parametrize("value", ["2", "maybe", "1.0"])
 def test_non_boolean_env_is_an_error_naming_the_variable(monkeypatch, value):
-    monkeypatch.setenv(MEMCHECK_ENV, value)
-    with pytest.raises(ValueError, match=rf"\$CPU_MEMCHECK='{value}' is not a boolean"):
+    monkeypatch.setenv(CPU_MEMCHECK.name, value)
+    with pytest.raises(ValueError, match=rf"CPU_MEMCHECK='{value}': expected a boolean"):
         CRenderer().render(shifted_copy(0))
 
 

@@ -12,22 +12,23 @@ import pytest
 
 from runtime_backends.cpu.device import CPUDevice
 from runtime_backends.cpu.launch import PROBE_EVERY, probe_run, split_groups
-from runtime_backends.cpu.pool import THREADS_ENV, GroupPool, threads_from_env
+from runtime_backends.cpu.pool import GroupPool, threads_from_env
 from runtime_core import Buffer, dtypes
+from runtime_core.config import CPU_THREADS
 from runtime_core.ir import Kernel, KernelBuilder
 
 
 def test_default_threads_are_the_cores_this_process_may_use(monkeypatch):
-    monkeypatch.delenv(THREADS_ENV, raising=False)
+    monkeypatch.delenv(CPU_THREADS.name, raising=False)
     assert threads_from_env() == len(os.sched_getaffinity(0))
-    monkeypatch.setenv(THREADS_ENV, "3")
+    monkeypatch.setenv(CPU_THREADS.name, "3")
     assert threads_from_env() == 3
 
 
 @pytest.mark.parametrize("value", ["0", "-2", "two", "1.5"])
 def test_bad_thread_count_names_the_variable(monkeypatch, value):
-    monkeypatch.setenv(THREADS_ENV, value)
-    with pytest.raises(ValueError, match=rf"\$CPU_THREADS='{value}' must be an int >= 1"):
+    monkeypatch.setenv(CPU_THREADS.name, value)
+    with pytest.raises(ValueError, match=rf"CPU_THREADS='{value}': expected an integer >= 1"):
         CPUDevice()
 
 
@@ -35,13 +36,21 @@ def test_probe_runs_thin_out():
     assert [n for n in range(1, 70) if probe_run(n)] == [2, 4, 8, 16, 32, 48, 64]
 
 
-@pytest.mark.parametrize("groups, chunks", [(1, 8), (7, 3), (100, 8), (5, 5), (2**40 + 3, 16)])
-def test_group_ranges_cover_every_group_once(groups, chunks):
-    ranges = split_groups(groups, chunks)
-    assert len(ranges) == min(groups, chunks) and ranges[0][0] == 0 and ranges[-1][1] == groups
-    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
-    lengths = [hi - lo for lo, hi in ranges]
-    assert max(lengths) - min(lengths) <= 1
+@pytest.mark.parametrize("gs, chunks", [((1, 1, 1), 8), ((7, 1, 1), 3), ((100, 1, 1), 8), ((5, 1, 1), 5),
+                                        ((2**40 + 3, 1, 1), 16), ((3, 4, 5), 8), ((9, 2, 1), 8), ((4, 3, 1), 5)])
+def test_group_rectangles_cover_every_group_once_in_group_order(gs, chunks):
+    rects = split_groups(gs, chunks)
+    assert 1 <= len(rects) <= chunks
+    rows, width = gs[1] * gs[2], gs[0]
+    # each rectangle's groups in launch order (x fastest), as (row, x) pairs; small grids only
+    if rows * width <= 1000:
+        order = [(r, x) for rlo, rhi, xlo, xhi in rects for r in range(rlo, rhi) for x in range(xlo, xhi)]
+        assert order == [(r, x) for r in range(rows) for x in range(width)]
+    else:  # one row: consecutive x ranges from 0 to the width
+        assert all(r[:2] == (0, 1) for r in rects) and rects[0][2] == 0 and rects[-1][3] == width
+        assert all(a[3] == b[2] for a, b in zip(rects, rects[1:]))
+    sizes = [(rhi - rlo) * (xhi - xlo) for rlo, rhi, xlo, xhi in rects]
+    assert max(sizes) - min(sizes) <= max(width, 1)
 
 
 def test_pool_runs_every_chunk_once():
@@ -88,7 +97,7 @@ def test_results_are_identical_with_one_and_many_threads(tmp_path, monkeypatch):
     kernel = ids_kernel()
     results = {}
     for threads in (1, 4):
-        monkeypatch.setenv(THREADS_ENV, str(threads))
+        monkeypatch.setenv(CPU_THREADS.name, str(threads))
         dev = CPUDevice()
         prg = dev.runtime(kernel.name, dev.compiler.compile_cached(dev.renderer.render(kernel)))
         out = Buffer.from_numpy("CPU", np.full(148 * 10 * 3, -1, np.int32))

@@ -160,8 +160,9 @@ def test_only_the_launch_parameters_a_kernel_uses_are_passed(cc):
     kb = KernelBuilder("flat", (4,))
     out = kb.buffer(dtypes.float32)
     kb.store(out, kb.global_id(0), 1.0)
-    assert _uses(kb.build(), cc) == ("gsz0", "lsz0", "lsz1", "lsz2", "glo", "ghi")
-    assert _uses(thread_ids_kernel(), cc) == ("gsz0", "gsz1", "gsz2", "lsz0", "lsz1", "lsz2", "glo", "ghi")
+    assert _uses(kb.build(), cc) == ("lsz0", "lsz1", "lsz2", "rlo", "rhi", "xlo", "xhi")
+    assert _uses(thread_ids_kernel(), cc) == ("gsz0", "gsz1", "gsz2", "lsz0", "lsz1", "lsz2", "rlo", "rhi", "xlo",
+                                             "xhi")
 
 
 def test_mapping_released_when_collected_or_closed(cc):

@@ -16,7 +16,7 @@ import pytest
 from runtime_backends.disk import device as disk_device
 from runtime_backends.disk.device import STREAM_MIN
 from runtime_backends.disk.files import DiskFile
-from runtime_backends.disk.readers import HUGE_PAGE, Job, PreadReader, StagingPool, address, plan
+from runtime_backends.disk.readers import HUGE_PAGE, FileFds, Job, PreadReader, StagingPool, address, plan, read_cached_prefix
 from runtime_backends.disk.uring import Ring, setup_error_reason
 from runtime_core import Allocator, Buffer, Compiled, Device, dtypes
 from runtime_core.sink import CopySink
@@ -58,9 +58,12 @@ def _default_paths(monkeypatch):
     monkeypatch.delenv("DISK_O_DIRECT", raising=False)
 
 
-@pytest.fixture
-def cold(monkeypatch):
-    """No page counts as cached: every chunk goes to the reader, whatever the file system."""
+@pytest.fixture(params=["1", "0"], ids=["o_direct", "buffered"])
+def cold(monkeypatch, request):
+    """No page counts as cached: every chunk goes to the reader, whatever the file system; cold chunks are read with
+    O_DIRECT (where the file system takes it), then buffered (``DISK_O_DIRECT``)."""
+    monkeypatch.setenv("DISK_O_DIRECT", request.param)
+    monkeypatch.setattr(disk_device, "read_cached_prefix", lambda fds, dest, pos: (0, 0))
     monkeypatch.setattr(DiskFile, "resident", lambda self, start, end: np.zeros(-(-end // 4096) - start // 4096, bool))
 
 
@@ -115,43 +118,50 @@ def test_the_plan_cuts_at_chunk_multiples_and_merges_cached_runs():
     resident[(3 << 20) // page] = False  # one page of the fourth chunk is not cached
     p = plan(100, 10 << 20, chunk, resident, merge=2 << 20)
     assert p.reads == [Job(3 << 20, chunk, (3 << 20) - 100)]
-    assert [(j.pos, j.length) for j in p.mapped] == [(100, (2 << 20)), ((2 << 20) + 100, chunk - 100),
+    assert [(j.pos, j.length) for j in p.cached] == [(100, (2 << 20)), ((2 << 20) + 100, chunk - 100),
                                                      (4 << 20, 2 << 20), (6 << 20, 2 << 20), (8 << 20, 2 << 20),
                                                      (10 << 20, 100)]
-    assert sum(j.length for j in p.reads + p.mapped) == 10 << 20
+    assert all(j.cached for j in p.cached) and sum(j.length for j in p.reads + p.cached) == 10 << 20
     whole = plan(100, 10 << 20, chunk, np.ones_like(resident))
-    assert whole.reads == [] and whole.mapped == [Job(100, 10 << 20, 0)]  # all cached: one memcpy
+    assert whole.reads == [] and whole.cached == [Job(100, 10 << 20, 0, True)]  # all cached: one read
+    staged = plan(100, 10 << 20, chunk, np.ones_like(resident), merge=None)  # each job fits a staging buffer
+    assert max(j.length for j in staged.cached) == chunk and sum(j.length for j in staged.cached) == 10 << 20
     with pytest.raises(ValueError, match="multiple of the page size"):
         plan(0, 10, 1000, resident)
 
 
-def test_cached_chunks_are_copied_from_the_mapping(view_of):
+def test_cached_chunks_are_read_from_the_page_cache_in_one_read(view_of):
     view, expected = view_of()  # just written: in the page cache on every file system
     np.testing.assert_array_equal(_to_host(view), expected)
-    assert view.dev.read_path == "mmap" and view.dev.last_stats.requests == 0
+    stats = view.dev.last_stats
+    assert view.dev.read_path == "page_cache" and stats.requests == 1 and stats.cached_bytes == SIZE
 
 
-def test_copies_below_the_stream_threshold_use_the_mapping(make_file, disk_buffer, cold):
+def test_copies_below_the_stream_threshold_are_one_preadv(make_file, disk_buffer, cold):
     path, data = make_file(STREAM_MIN - 1)
     buf = disk_buffer(path, data.size)
     np.testing.assert_array_equal(_to_host(buf), data)
-    assert buf.dev.read_path == "mmap"
+    assert buf.dev.read_path == "preadv" and buf.dev.last_stats.requests == 1
 
 
 @pytest.mark.usefixtures("needs_io_uring")
 def test_partly_cached_files_read_the_rest(view_of, monkeypatch):
+    monkeypatch.setenv("DISK_O_DIRECT", "1")  # residency is looked up for O_DIRECT reads
     def every_other_chunk(self, start, end):
         pages = np.arange(start // 4096, -(-end // 4096))
         return (pages // 512) % 2 == 0  # 2 MiB chunks alternate cached / not cached
     monkeypatch.setattr(DiskFile, "resident", every_other_chunk)
+    monkeypatch.setattr(disk_device, "read_cached_prefix", lambda fds, dest, pos: (0, 0))
     view, expected = view_of()
     np.testing.assert_array_equal(_to_host(view), expected)
     stats = view.dev.last_stats
     assert view.dev.read_path == "io_uring" and 0 < stats.direct_bytes + stats.buffered_bytes < SIZE
+    assert stats.buffered_bytes + stats.cached_bytes == SIZE or stats.direct_bytes >= SIZE - stats.cached_bytes
 
 
 @pytest.mark.usefixtures("needs_io_uring")
-def test_a_cold_read_uses_o_direct_with_widened_edges(view_of):
+def test_a_cold_read_uses_o_direct_with_widened_edges(view_of, monkeypatch):
+    monkeypatch.setenv("DISK_O_DIRECT", "1")
     view, expected = view_of()
     dev = view.dev
     dev.drop_page_cache()
@@ -165,7 +175,7 @@ def test_a_cold_read_uses_o_direct_with_widened_edges(view_of):
 
 
 @pytest.mark.usefixtures("cold")
-@pytest.mark.parametrize("cut", [lambda res: res // 2 // 4096 * 4096, lambda res: res - 1],
+@pytest.mark.parametrize("cut", [lambda res: max(4096, res // 2 // 4096 * 4096), lambda res: res - 1],
                          ids=["aligned", "unaligned"])
 def test_short_reads_are_continued(view_of, scripted, cut):
     made = scripted(lambda done: [(uid, cut(res) if res > 4096 else res) for uid, res in done])
@@ -219,7 +229,8 @@ def test_a_file_that_ends_early_is_an_error(view_of, scripted):
 
 
 @pytest.mark.usefixtures("cold")
-def test_o_direct_refused_with_einval_moves_to_buffered_reads(view_of, scripted, caplog):
+def test_o_direct_refused_with_einval_moves_to_buffered_reads(view_of, scripted, caplog, monkeypatch):
+    monkeypatch.setenv("DISK_O_DIRECT", "1")
     refused = []
 
     def refuse_first(done: Completions) -> Completions:
@@ -434,3 +445,19 @@ def test_staging_buffers_start_on_huge_pages_and_hold_their_size(count: int, siz
 def test_a_negative_staging_pool_is_refused() -> None:
     with pytest.raises(ValueError, match="count and a size >= 0, got -1 buffers of 4096 bytes"):
         StagingPool(-1, 4096)
+
+
+def test_the_cached_prefix_read_stops_at_the_first_page_not_cached(make_file):
+    path, data = make_file(8 << 20)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 4 << 20, 0, os.POSIX_FADV_DONTNEED)  # the second half leaves the page cache
+        dest = bytearray(data.size)
+        done, calls = read_cached_prefix(FileFds(fd, name=path), memoryview(dest), 0)
+    finally:
+        os.close(fd)
+    if done == data.size:
+        pytest.skip("this file system keeps every page cached (tmpfs?): nothing to stop at")
+    assert 0 < done <= 4 << 20 and calls >= 1
+    assert bytes(dest[:done]) == data[:done].tobytes() and not any(dest[done:])

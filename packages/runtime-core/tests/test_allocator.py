@@ -73,13 +73,13 @@ def test_malloc_alignment_and_zero_copy_view():
     a = MallocAllocator(alignment=256)
     ptr = a.alloc(1000)
     assert ptr % 256 == 0
-    a._copyin(ptr, memoryview(bytes(range(200)) * 5))
-    view = a._as_buffer(ptr, 1000)
+    a.copyin(ptr, memoryview(bytes(range(200)) * 5))
+    view = a.host_view(ptr, 1000)
     assert bytes(view[:4]) == b"\x00\x01\x02\x03" and bytes(view[-1:]) == bytes([199])
     view[0] = 42
     assert ctypes.c_uint8.from_address(ptr).value == 42
     out = bytearray(1000)
-    a._copyout(memoryview(out), ptr)
+    a.copyout(memoryview(out), ptr)
     assert out[0] == 42 and out[1:200] == bytes(range(1, 200))
     a.free(ptr, 1000)
 

@@ -10,12 +10,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.bench_schema import SHARED_DIR_ENV, SINGLE_THREAD_ENV, THREADS_KEY
+from harness.bench_schema import SINGLE_THREAD_ENV, THREADS_KEY
 from harness.benchmarks.measure import MakeBuffer
-from runtime_backends.cpu.memcheck import MEMCHECK_ENV
-from runtime_backends.cpu.pool import THREADS_ENV, threads_from_env
+from harness.config import HARNESS_BENCH_SHARED_DIR, foreign_values
+from runtime_backends.cpu.pool import threads_from_env
 from runtime_core.allocator import LRUAllocator
 from runtime_core.buffer import Buffer
+from runtime_core.config import CPU_MEMCHECK, CPU_THREADS
 from runtime_core.device import Device
 from runtime_core.dtype import DType
 
@@ -23,7 +24,8 @@ from runtime_core.dtype import DType
 def pytest_configure(config: pytest.Config) -> None:
     """CPU devices run launches on every core this process may use now (``CPU_THREADS``, unless set), whatever CPUs
     the paired benchmark runner later pins a worker to: a device opened while pinned would otherwise get one thread."""
-    os.environ.setdefault(THREADS_ENV, str(threads_from_env()))
+    if not CPU_THREADS.is_set():
+        os.environ[CPU_THREADS.name] = str(threads_from_env())
 
 
 @pytest.fixture(scope="session")
@@ -31,14 +33,14 @@ def bench_shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory for input files whose place on disk affects their timing (``harness.bench_schema.SHARED_DIR_ENV``):
     the one both workers of an A/B run share, so both versions read the same file, else a private temporary one.
     Whatever a benchmark writes there it writes once (when absent, by a rename) and leaves; the runner removes it."""
-    shared = os.environ.get(SHARED_DIR_ENV)
+    shared = HARNESS_BENCH_SHARED_DIR.get()
     return Path(shared) if shared else tmp_path_factory.mktemp("shared")
 
 
 @pytest.fixture(autouse=True)
 def _unchecked_cpu_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     """Benchmarks time the kernels users run: unchecked, whatever ``CPU_MEMCHECK`` says (the suites check them)."""
-    monkeypatch.setenv(MEMCHECK_ENV, "0")
+    monkeypatch.setenv(CPU_MEMCHECK.name, "0")
 
 
 @pytest.fixture
@@ -70,4 +72,4 @@ def device_buffers(device: str) -> Iterator[MakeBuffer]:
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
     """Record the BLAS/OpenMP thread variables of this process (``harness.bench_schema``) in the run's
     ``machine_info[THREADS_KEY]``: the reports show whether the limits ran single-threaded."""
-    machine_info[THREADS_KEY] = {name: os.environ.get(name) for name in SINGLE_THREAD_ENV}
+    machine_info[THREADS_KEY] = foreign_values(SINGLE_THREAD_ENV)

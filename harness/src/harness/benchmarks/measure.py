@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 import pytest
 
-from harness.bench_schema import HIGHER_IS_BETTER_KEY, UNIT_KEY, VALUE_KEY
+from harness.bench_schema import HIGHER_IS_BETTER_KEY, PER_CALL_KEY, TIME_UNITS, UNIT_KEY, VALUE_KEY
 from runtime_core.buffer import Buffer
 from runtime_core.device import Device
 from runtime_core.dtype import DType
@@ -37,7 +37,6 @@ ROUNDS = 10  # rounds of a slow benchmark: 10 vs 10 lets the rank test reach p ~
 _CHUNK = 1 << 16  # elements compared at once: small temporaries, reused instead of faulted in afresh
 SLOW_CALL_S = 0.05  # a call this long gets explicit rounds; quicker ones let pytest-benchmark calibrate (~1 s each)
 
-_TIME_UNITS = {"us/call": 1e6, "ms/compile": 1e3}
 
 
 class MakeBuffer(Protocol):
@@ -143,11 +142,11 @@ def record_time(benchmark: Any, device: str, unit: str, **info: Any) -> None:
     Does nothing when the benchmark is disabled (``--benchmark-disable`` runs the function once without timing).
     Raises ``ValueError`` for another unit.
     """
-    if unit not in _TIME_UNITS:
-        raise ValueError(f"time unit must be one of {sorted(_TIME_UNITS)}, got {unit!r}")
+    if unit not in TIME_UNITS:
+        raise ValueError(f"time unit must be one of {sorted(TIME_UNITS)}, got {unit!r}")
     if benchmark.disabled:
         return
-    value = median_seconds(benchmark) * _TIME_UNITS[unit]
+    value = median_seconds(benchmark) * TIME_UNITS[unit]
     _base(benchmark, device, info)
     benchmark.extra_info.update({UNIT_KEY: unit, VALUE_KEY: value, unit: value})
 
@@ -167,4 +166,5 @@ def record_rate(benchmark: Any, device: str, per_call: Mapping[str, float], **in
     rates = {unit: amount / median for unit, amount in per_call.items()}
     first = next(iter(rates))
     _base(benchmark, device, info)
-    benchmark.extra_info.update({UNIT_KEY: first, VALUE_KEY: rates[first], **rates, HIGHER_IS_BETTER_KEY: True})
+    benchmark.extra_info.update({UNIT_KEY: first, VALUE_KEY: rates[first], **rates, HIGHER_IS_BETTER_KEY: True,
+                                 PER_CALL_KEY: dict(per_call)})

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import os
 import socket
 import subprocess
 import sys
@@ -33,9 +32,11 @@ import pytest
 
 from harness.benchmarks.kernels import empty_kernel
 from harness.benchmarks.measure import HOST, check_equal, probe, random_bytes, record_rate, record_time, run
+from harness.config import child_environ
 from runtime_backends.cloud.device import CloudDevice
 from runtime_backends.cloud.framing import BodyBuilder
 from runtime_backends.cloud.protocol import CopyOut, encode_requests
+from runtime_core import config
 from runtime_core.allocator import LRUAllocator
 from runtime_core.buffer import Buffer
 from runtime_core.device import Device
@@ -55,7 +56,7 @@ def server_address() -> Iterator[str]:
     served = "CPU" if Device.probe("CPU")[0] else "PYTHON"
     cmd = [sys.executable, "-m", "runtime_backends.cloud", "serve", "--port", "0", "--device", served,
            "--log-level", "WARNING"]
-    env = {k: v for k, v in os.environ.items() if k not in ("CLOUD_TOKEN", "HOST")}
+    env = child_environ({config.CLOUD_TOKEN.name: None, config.HOST.name: None})
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
     try:
         line = proc.stdout.readline() if proc.stdout else ""  # "serving CPU on http://127.0.0.1:PORT ..."
@@ -73,15 +74,9 @@ def server_address() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def cloud(server_address: str) -> Iterator[CloudDevice]:
     """A CloudDevice on the server process (``HOST`` set only while it opens)."""
-    saved = os.environ.get("HOST")
-    os.environ["HOST"] = server_address
-    try:
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(config.HOST.name, server_address)
         dev = CloudDevice("CLOUD")
-    finally:
-        if saved is None:
-            del os.environ["HOST"]
-        else:
-            os.environ["HOST"] = saved
     yield dev
     dev.finalize()
 

@@ -3,6 +3,10 @@ time) and cached (``Compiler.compile_cached`` served from a warm sqlite cache in
 Limits: for cold, compiling the empty kernel on the same device (the fixed cost of one compiler run; one group per
 device, ``compile-cold-<device>``); for cached, one
 indexed sqlite3 ``SELECT`` of a blob of the same size on an open connection (the floor of a sqlite-backed cache).
+Peers: tinygrad 0.10.2 (PyPI ``tinygrad==0.10.2``) on the same op, an add of ``ADD_N`` float32: its CPU renderer's
+source compiled by its ``ClangJITCompiler`` (in ``compile-cold-CPU``; tinygrad's compiler also links the object, which
+ours leaves to load time) and served by its ``compile_cached`` from a warm sqlite cache of its own (in
+``compile-cached``). They skip where tinygrad is not installed.
 Unit: ms/compile. A compiler without a cache key (e.g. PYTHON's) has no cache: its "cached" entry measures
 ``compile_cached`` falling through to ``compile`` and records ``cached: False``."""
 
@@ -16,11 +20,13 @@ import pytest
 
 from harness.benchmarks.kernels import GROUP, add_kernel, empty_kernel
 from harness.benchmarks.measure import HOST, probe, record_time, run
-from runtime_core.compiler import CACHE_ENV, DISABLE_ENV
+from runtime_core.config import RUNTIME_CACHE_DB, RUNTIME_DISABLE_COMPILE_CACHE
 from runtime_core.device import Device
 from runtime_core.ir import Kernel
 
 ADD_N = GROUP  # the source does not depend on the element count; the smallest valid one
+TINYGRAD = pytest.mark.bench_role("peer", peer="tinygrad 0.10.2 (its CPU renderer's add of the same size, its clang "
+                                              "compiler and compile cache)")
 
 
 def _source(device: str, kernel: Kernel) -> str:
@@ -48,8 +54,8 @@ def test_compile_cold(benchmark: Any, device: str, which: str) -> None:
 
 @pytest.mark.benchmark(group="compile-cached")
 def test_compile_cached(benchmark: Any, device: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache.db"))
-    monkeypatch.delenv(DISABLE_ENV, raising=False)
+    monkeypatch.setenv(RUNTIME_CACHE_DB.name, str(tmp_path / "cache.db"))
+    monkeypatch.delenv(RUNTIME_DISABLE_COMPILE_CACHE.name, raising=False)
     kernel = add_kernel(ADD_N)
     src, compiler = _source(device, kernel), Device[device].compiler
     lib = compiler.compile_cached(src)  # warms the cache
@@ -84,3 +90,46 @@ def test_compile_cached_limit_sqlite_select(benchmark: Any, tmp_path: Path) -> N
     finally:
         conn.close()
     record_time(benchmark, HOST, "ms/compile", size_bytes=nbytes)
+
+
+def _tinygrad_add(monkeypatch: pytest.MonkeyPatch, cache_db: Path) -> tuple[Any, str]:
+    """tinygrad's CPU compiler and its rendered source of the same add, with tinygrad's compile cache in ``cache_db``."""
+    tinygrad = pytest.importorskip("tinygrad", reason="the peer is tinygrad 0.10.2: pip install tinygrad==0.10.2")
+    from tinygrad import helpers
+    from tinygrad.engine.realize import CompiledRunner, lower_schedule_item
+    from tinygrad.runtime.ops_cpu import ClangJITCompiler
+    # tinygrad reads CACHEDB at import and remembers its connection and the tables it created: start them afresh
+    monkeypatch.setattr(helpers, "CACHEDB", str(cache_db))
+    monkeypatch.setattr(helpers, "_db_connection", None)
+    monkeypatch.setattr(helpers, "_db_tables", set())
+    a, b = (tinygrad.Tensor.empty(ADD_N, device="CPU") for _ in range(2))
+    (item,) = (a + b).schedule()
+    runner = lower_schedule_item(item).prg
+    if not isinstance(runner, CompiledRunner):
+        pytest.fail(f"tinygrad lowered its add to a {type(runner).__name__}, not a compiled kernel")
+    return ClangJITCompiler(), runner.p.src
+
+
+@pytest.mark.benchmark(group="compile-cold-CPU")
+@TINYGRAD
+def test_compile_cold_peer_tinygrad(benchmark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    compiler, src = _tinygrad_add(monkeypatch, tmp_path / "tinygrad.db")
+    lib, t = probe(lambda: compiler.compile(src))
+    if not isinstance(lib, bytes) or not lib:
+        pytest.fail(f"tinygrad's compile returned {type(lib).__name__}, not non-empty bytes")
+    run(benchmark, lambda: compiler.compile(src), t)
+    record_time(benchmark, HOST, "ms/compile", kernel="tinygrad add", source_chars=len(src))
+
+
+@pytest.mark.benchmark(group="compile-cached")
+@TINYGRAD
+def test_compile_cached_peer_tinygrad(benchmark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    compiler, src = _tinygrad_add(monkeypatch, tmp_path / "tinygrad.db")
+    lib = compiler.compile_cached(src)
+    def refuse(_: str) -> bytes:
+        raise RuntimeError("tinygrad's compile_cached recompiled a source it had just cached")
+    monkeypatch.setattr(compiler, "compile", refuse)
+    if compiler.compile_cached(src) != lib:
+        pytest.fail("tinygrad's compile_cached returned other bytes than it cached")
+    benchmark(lambda: compiler.compile_cached(src))
+    record_time(benchmark, HOST, "ms/compile", kernel="tinygrad add", size_bytes=len(lib))

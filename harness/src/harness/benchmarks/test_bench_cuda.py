@@ -12,7 +12,6 @@ and mock_gpu driven directly (threads/s).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,6 +24,7 @@ from runtime_backends.cuda.device import CUDADevice
 from runtime_backends.cuda.program import CUDAProgram
 from runtime_core.buffer import Buffer
 from runtime_core.buffer_spec import BufferSpec
+from runtime_core.config import MOCKGPU
 from runtime_core.device import Device
 from runtime_core.dtype import dtypes
 
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.backends("CUDA")
 MiB = 1 << 20
 SIZES = [pytest.param(MiB, id="1MiB"), pytest.param(64 * MiB, id="64MiB")]
 VADD_N = 1 << 20
-EMULATED = os.environ.get("MOCKGPU") == "1"
+EMULATED = bool(MOCKGPU.get())
 
 
 def _check(result: tuple, call: str) -> Any:

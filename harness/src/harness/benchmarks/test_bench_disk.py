@@ -2,27 +2,31 @@
 cache warm and cold. Unit: GB/s (1e9 bytes per second) of payload.
 
 Entries (``Buffer.copy_from`` a DISK buffer over the whole file into an allocated, already touched CPU buffer, the
-streamed copy: chunks in the page cache are copied from the mapping, the others read): ``io_uring`` (O_DIRECT reads
-through io_uring, the default), ``io_uring_buffered`` (``DISK_O_DIRECT=0``: buffered reads through io_uring straight
-into the destination), ``preadv`` (the fallback, ``DISK_IO_URING=0``), and ``mmap`` (a plain copy out of the DISK
-buffer's zero-copy host view, which page-faults what is not cached). Groups ``disk-read-warm`` and ``disk-read-cold``
+streamed copy: chunks in the page cache are one ``preadv`` each, the others read through the ring): ``io_uring`` (the
+default: O_DIRECT or buffered as the file's storage suits, ``DiskDevice.read_choice``), ``io_uring_direct``
+(``DISK_O_DIRECT=1``), ``io_uring_buffered`` (``DISK_O_DIRECT=0``: buffered reads through io_uring straight into the
+destination), ``preadv`` (the fallback, ``DISK_IO_URING=0``), and ``mmap`` (a memcpy out of the DISK buffer's kept
+zero-copy host view, which page-faults what is not cached). Groups ``disk-read-warm`` and ``disk-read-cold``
 (one file size per run, in ``size_bytes``), each with a limit timed round for round beside its entries: warm,
 ``numpy.copyto`` of the same bytes between two host arrays (the most a read out of the page cache can do); cold, a
 ``readinto`` loop (read(2)) on an unbuffered ``open`` of the file into a touched array (the plainest read through
-the kernel). The peer ``numpy.fromfile`` of the file is shown in both.
+the kernel). The peers ``numpy.fromfile`` of the file and tinygrad 0.10.2's DISK path (``Buffer.copyout`` of a
+``DISK:`` buffer: a memcpy out of its own mapping; skipped where ``tinygrad`` is not installed) are shown in both.
 
 Cold: before each round (untimed, pytest-benchmark's ``setup``) the file's pages are evicted with
 ``DiskDevice.drop_page_cache`` (this process's mapping dropped with ``madvise(MADV_DONTNEED)``, dirty pages written,
 then ``posix_fadvise(POSIX_FADV_DONTNEED)``); where that leaves most pages cached (tmpfs), the cold benchmarks skip.
-Each entry records how its last round ran: ``read_path``, the bytes it read with O_DIRECT (``o_direct``) and its read
-requests (``requests``; 0 when every chunk came from the mapping).
-Targets of issue 9: warm io_uring >= 0.9x the copyto limit; cold io_uring >= 1.5x numpy.fromfile.
+Each entry records how its last round ran: ``read_path``, ``read_choice``, the bytes it read with O_DIRECT
+(``o_direct``) and its read requests (``requests``).
+Targets of issue 26: warm io_uring >= 0.9x mmap (a memcpy from a kept mapping) and >= 1.0x tinygrad; cold 1 GiB
+io_uring >= 1.2x numpy.fromfile.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import mmap
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -42,7 +46,9 @@ COLD = pytest.mark.bench_threshold(0.2)
 GROUP = pytest.mark.benchmark(group="disk-read-{cache}")  # one file size per run (--disk-bench-mib): in size_bytes
 CACHES = ["warm", "cold"]
 # entry -> the DISK environment of its streamed copy (None: not a streamed copy)
-ENTRIES: dict[str, dict[str, str] | None] = {"io_uring": {"DISK_IO_URING": "1", "DISK_O_DIRECT": "1"},
+# ("": unset, the device decides)
+ENTRIES: dict[str, dict[str, str] | None] = {"io_uring": {"DISK_IO_URING": "1", "DISK_O_DIRECT": ""},
+                                             "io_uring_direct": {"DISK_IO_URING": "1", "DISK_O_DIRECT": "1"},
                                              "io_uring_buffered": {"DISK_IO_URING": "1", "DISK_O_DIRECT": "0"},
                                              "preadv": {"DISK_IO_URING": "0"}, "mmap": None}
 
@@ -145,7 +151,10 @@ def test_disk_read(benchmark: Any, device: str, disk_file: DiskFile, monkeypatch
             dest.copyin(src.as_buffer())
     else:
         for name, value in env.items():
-            monkeypatch.setenv(name, value)
+            if value:
+                monkeypatch.setenv(name, value)
+            else:
+                monkeypatch.delenv(name, raising=False)
 
         def read() -> None:
             dest.copy_from(src)
@@ -164,9 +173,10 @@ def test_disk_read(benchmark: Any, device: str, disk_file: DiskFile, monkeypatch
 def _last_copy(dev: DiskDevice, streamed: bool) -> dict[str, Any]:
     """How the last round's copy ran: its read path, and the bytes and read requests of its file reads."""
     if not streamed:
-        return {"read_path": "mmap", "o_direct": 0, "requests": 0}
+        return {"read_path": "mmap", "read_choice": None, "o_direct": 0, "requests": 0}
     stats = dev.last_stats
-    return {"read_path": dev.read_path, "o_direct": stats.direct_bytes, "requests": stats.requests}
+    return {"read_path": dev.read_path, "read_choice": dev.read_choice, "o_direct": stats.direct_bytes,
+            "requests": stats.requests}
 
 
 @GROUP
@@ -206,3 +216,31 @@ def test_disk_read_limit_memcpy(benchmark: Any, disk_file: DiskFile, cache: str)
     check_equal(dst, disk_file.data)
     run(benchmark, lambda: np.copyto(dst, disk_file.data), t)
     record_rate(benchmark, HOST, {"GB/s": disk_file.data.size / 1e9}, size_bytes=disk_file.data.size, cache=cache)
+
+
+@GROUP
+@pytest.mark.parametrize("cache", _params())
+@pytest.mark.bench_role("peer", peer="tinygrad 0.10.2 DISK Buffer.copyout (memcpy from its mapping)")
+def test_disk_read_peer_tinygrad(benchmark: Any, disk_file: DiskFile, cache: str) -> None:
+    tiny = pytest.importorskip("tinygrad.device", reason="tinygrad (pip install tinygrad==0.10.2) is the peer")
+    tiny_dtypes = pytest.importorskip("tinygrad.dtype").dtypes
+    buf = tiny.Buffer(f"DISK:{disk_file.path}", disk_file.data.size, tiny_dtypes.uint8).allocate()
+    out = np.ones_like(disk_file.data)
+
+    def read() -> None:
+        buf.copyout(memoryview(out))
+
+    def make_cold() -> None:  # its own mapping keeps the pages cached: drop it first
+        buf.allocator.dev.mem.madvise(mmap.MADV_DONTNEED)
+        disk_file.make_cold()
+    with disk_file.exclusive():
+        setup = _prepare(disk_file, cache)
+        if setup is not None:
+            make_cold()
+        read()
+        check_equal(out, disk_file.data)
+        if setup is not None:
+            make_cold()
+    _time(benchmark, read, make_cold if setup is not None else None)
+    record_rate(benchmark, HOST, {"GB/s": disk_file.data.size / 1e9}, size_bytes=disk_file.data.size, cache=cache)
+    buf.deallocate()

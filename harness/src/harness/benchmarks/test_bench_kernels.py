@@ -35,7 +35,7 @@ from harness.benchmarks.kernels import add_kernel, matmul_kernel, row_sum_kernel
 from harness.benchmarks.measure import HOST, MakeBuffer, launcher, load, probe, record_rate, run
 from harness.kernels.matmul import blocked_matmul_kernel
 from runtime_backends.cpu.device import CPUDevice
-from runtime_backends.cpu.pool import THREADS_ENV
+from runtime_core.config import CPU_THREADS
 from runtime_core.dtype import dtypes
 from runtime_core.ir import Kernel
 from runtime_core.program import Program
@@ -71,7 +71,7 @@ def _dot_rtol(n: int) -> float:
 
 def _cpu_program(monkeypatch: pytest.MonkeyPatch, threads: int, kernel: Kernel) -> Program:
     """``kernel`` on a CPU device of its own whose launches use ``threads`` threads (``CPU_THREADS``)."""
-    monkeypatch.setenv(THREADS_ENV, str(threads))
+    monkeypatch.setenv(CPU_THREADS.name, str(threads))
     dev = CPUDevice()
     return dev.runtime(kernel.name, dev.compiler.compile(dev.renderer.render(kernel)))
 

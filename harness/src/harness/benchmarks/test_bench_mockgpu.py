@@ -158,7 +158,7 @@ def test_emulator_limit_numpy_shared_reduction(benchmark: Any) -> None:
 def numba_cuda() -> Any:
     """numba.cuda in simulator mode. NUMBA_ENABLE_CUDASIM is read by numba's config, so it is set (and the config
     reloaded) before numba.cuda is first imported; a process that already imported the real numba.cuda skips."""
-    if "numba.cuda" in sys.modules and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+    if "numba.cuda" in sys.modules and not sys.modules["numba.core.config"].ENABLE_CUDASIM:
         pytest.skip("numba.cuda was already imported without NUMBA_ENABLE_CUDASIM=1 in this process")
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
     config = pytest.importorskip("numba.core.config", reason="numba is not installed")

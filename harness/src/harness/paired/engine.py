@@ -16,16 +16,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import stats as sps
 
 from harness.paired.process import WorkerProcess
 
-__all__ = ["STOP_BUDGET", "STOP_EXTENDED", "STOP_MAX", "STOP_PRECISION", "Budget", "RoundFailed", "Rounds", "Side", "calibrate",
-           "iterations_for", "measure", "round_order"]
+__all__ = ["STOP_BUDGET", "STOP_MAX", "STOP_PRECISION", "Budget", "RoundFailed", "Rounds", "Side", "calibrate",
+           "half_width", "iterations_for", "measure", "median_ci", "round_order"]
 
 STOP_PRECISION = "precision"  # the CI became narrow enough
 STOP_BUDGET = "budget"  # the time budget of the benchmark was spent first
 STOP_MAX = "max-rounds"  # the round cap was reached first
-STOP_EXTENDED = "extended"  # still undecided when the budget was spent: it ran on until decided or out of extra time
 _MAX_ITERATIONS = 10**7
 
 
@@ -36,7 +36,6 @@ class Budget:
     ``round_s``: target seconds of one round (of the faster side); ``min_rounds``: rounds per side before stopping is
     considered (8 is the least for which a two-sided sign-test p-value can go below 0.01); ``max_rounds``: a cap;
     ``seconds``: the time budget for the rounds of one benchmark, all sides together (setup and calibration excluded);
-    ``undecided_seconds``: more seconds for a benchmark still undecided when ``seconds`` are spent (``measure``);
     ``precision``: stop once the CI half-width, in log ratio, is at most this; ``confidence``: the CI's level.
     """
 
@@ -44,12 +43,11 @@ class Budget:
     min_rounds: int = 8
     max_rounds: int = 2000
     seconds: float = 4.0
-    undecided_seconds: float = 0.0
     precision: float = 0.01
     confidence: float = 0.99
 
     def __post_init__(self) -> None:
-        if not (self.round_s > 0 and self.seconds > 0 and self.undecided_seconds >= 0 and self.precision > 0
+        if not (self.round_s > 0 and self.seconds > 0 and self.precision > 0
                 and 0 < self.confidence < 1):
             raise ValueError(f"invalid measurement budget {self}")
         if not 2 <= self.min_rounds <= self.max_rounds:
@@ -126,19 +124,16 @@ def round_order(count: int) -> list[int]:
 
 
 def measure(sides: Sequence[Side], iterations: Sequence[int], budget: Budget,
-            spread: Callable[[list[np.ndarray]], float],
-            undecided: Callable[[list[np.ndarray]], bool] | None = None) -> Rounds:
+            spread: Callable[[list[np.ndarray]], float]) -> Rounds:
     """Rounds on ``sides`` (``iterations[i]`` calls per round of side i) until ``spread`` of the per-call times (a CI
     half-width in log ratio) is at most ``budget.precision``, the time budget is spent, or ``max_rounds`` is reached;
-    never fewer than ``min_rounds``. ``spread`` is asked after ``min_rounds`` and then after every quarter more. Once
-    ``budget.seconds`` are spent, ``undecided`` (if given) is asked as well, then at every later check: while it says
-    the verdict could still go either way, rounds go on for up to ``budget.undecided_seconds`` more (stop
-    STOP_EXTENDED). Sides come in pairs (0 and 1, 2 and 3, ...; an odd last side on its own), and rounds go in cycles
-    (``round_order``): consecutive rounds never run at once, and each side of a pair goes first in every other cycle,
-    so an advantage of going first or second cancels."""
+    never fewer than ``min_rounds``. ``spread`` is asked after ``min_rounds`` and then after every quarter more. Sides
+    come in pairs (0 and 1, 2 and 3, ...; an odd last side on its own), and rounds go in cycles (``round_order``):
+    consecutive rounds never run at once, and each side of a pair goes first in every other cycle, so an advantage of
+    going first or second cancels."""
     times: list[list[float]] = [[] for _ in sides]
     start = time.perf_counter()
-    check, deadline, asked, extended = budget.min_rounds, budget.seconds, False, False
+    check = budget.min_rounds
     order = round_order(len(sides))
     while True:
         for index in order:
@@ -147,17 +142,32 @@ def measure(sides: Sequence[Side], iterations: Sequence[int], budget: Budget,
         elapsed = time.perf_counter() - start
         if count < budget.min_rounds:
             continue
-        due = count >= check
-        if due:
+        if count >= check:
             check = count + max(2, count // 4)
             if spread([np.asarray(t) for t in times]) <= budget.precision:
                 return Rounds(tuple(times), tuple(iterations), STOP_PRECISION, elapsed)
-        if undecided is not None and elapsed >= budget.seconds and (due or not asked):
-            asked = True
-            still = budget.undecided_seconds > 0 and undecided([np.asarray(t) for t in times])
-            deadline = budget.seconds + budget.undecided_seconds if still else budget.seconds
-            extended = extended or still
-        if elapsed >= deadline:
-            return Rounds(tuple(times), tuple(iterations), STOP_EXTENDED if extended else STOP_BUDGET, elapsed)
+        if elapsed >= budget.seconds:
+            return Rounds(tuple(times), tuple(iterations), STOP_BUDGET, elapsed)
         if count >= budget.max_rounds:
             return Rounds(tuple(times), tuple(iterations), STOP_MAX, elapsed)
+
+
+def median_ci(values: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The distribution-free ``confidence`` interval of the median of ``values`` from its order statistics (the sign
+    test inverted); (-inf, inf) when there are too few values to reach that confidence."""
+    n = values.size
+    k = int(sps.binom.ppf((1.0 - confidence) / 2.0, n, 0.5)) if n else 0
+    if k < 1:
+        return -math.inf, math.inf
+    ordered = np.sort(values)
+    return float(ordered[k - 1]), float(ordered[n - k])
+
+
+def half_width(values: np.ndarray, confidence: float) -> float:
+    """The larger distance from the median of ``values`` to a bound of its ``median_ci``; inf without one. Stored
+    mode's stopping rule: rounds stop once this is at most ``Budget.precision``."""
+    if values.size == 0:
+        return math.inf
+    low, high = median_ci(values, confidence)
+    middle = float(np.median(values))
+    return max(middle - low, high - middle)

@@ -89,12 +89,23 @@ class Side:
 
 @dataclass(frozen=True)
 class Sides:
-    """The ref as given (``ref``), its commit ``sha``, side A (the ref) and side B (the working tree)."""
+    """The ref as given (``ref``), its commit ``sha``, side A (the ref) and side B (the working tree: ``b_commit`` is
+    its HEAD, ``b_dirty`` whether it has uncommitted changes, ``branch`` its branch or '')."""
 
     ref: str
     sha: str
     a: Side
     b: Side
+    b_commit: str = ""
+    b_dirty: bool = False
+    branch: str = ""
+
+    def commit_infos(self) -> tuple[dict[str, object], dict[str, object]]:
+        """The ``commit_info`` of the A and the B run file: each side's commit, named as the user gave it (the
+        workers' own git look-up would see the repository that holds the cache, i.e. the working tree's HEAD)."""
+        a = {"id": self.sha, "ref": self.ref, "dirty": False, "branch": ""}
+        b = {"id": self.b_commit, "ref": "working tree", "dirty": self.b_dirty, "branch": self.branch}
+        return a, b
 
 
 def _git(*args: str, cwd: Path | None = None) -> str:
@@ -162,7 +173,9 @@ def prepare_sides(ref: str, cache: Path, progress: Callable[[str], None]) -> Sid
         _share_libraries(cache / "envA", cache / "envB", progress)
     a, b = (Side(tree, python, top, workdir, pytest_config(tree))
             for tree, python, workdir in zip((tree_a, tree_b), pythons, workdirs))
-    return Sides(ref, sha, a, b)
+    dirty = bool(_git("status", "--porcelain", "--untracked-files=no", cwd=top))
+    branch = _git("rev-parse", "--abbrev-ref", "HEAD", cwd=top)
+    return Sides(ref, sha, a, b, _git("rev-parse", "HEAD", cwd=top), dirty, "" if branch == "HEAD" else branch)
 
 
 # the files pytest looks for in a directory, in its order (pytest >= 9 also reads pytest.toml and .pytest.toml; an

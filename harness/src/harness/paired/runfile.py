@@ -56,20 +56,16 @@ class CpuUse:
 
 def benchmark_record(nodeid: str, finished: Finished, per_call: Sequence[float], iterations: int, rounds: Rounds,
                      extra_info: Mapping[str, Any] | None = None, clock: str = "perf_counter",
-                     process_pairs: int | None = None, cpus: CpuUse | None = None,
-                     pair_blocks: Sequence[tuple[int, int]] | None = None) -> dict[str, Any]:
+                     pair_rounds: Sequence[int] | None = None, cpus: CpuUse | None = None) -> dict[str, Any]:
     """One entry of a run file's ``benchmarks`` list: what the test recorded (``finished``) plus the rounds this side
-    took, timed with ``clock``; ``extra_info`` adds to the test's own (e.g. the paired limit rounds).
-    ``process_pairs`` (A/B): how many workers of this side took the rounds, which ``per_call`` interleaves (round i
-    came from worker i % process_pairs), or with ``pair_blocks`` ([(pairs, rounds each), ...]: the benchmark was
-    timed on more process pairs later) blocks of rounds in turn, each interleaving its own process pairs.
-    ``cpus`` adds the options ``threads`` and ``others_cpus``."""
-    options = {"timer": clock, "runner": "harness.paired", "stop": rounds.stop,
-               "measure_seconds": round(rounds.seconds, 3)}
-    if process_pairs is not None:
-        options["process_pairs"] = process_pairs
-    if pair_blocks is not None:
-        options["pair_blocks"] = [[int(count), int(each)] for count, each in pair_blocks]
+    took (``per_call``, seconds per call), timed with ``clock``; ``extra_info`` adds to the test's own (e.g. the paired
+    limit rounds). A/B: ``pair_rounds`` (options) gives the rounds of each process pair, whose rounds ``per_call``
+    holds one pair after another (``harness.gate.split_pairs``). ``cpus`` adds the options ``threads`` and
+    ``others_cpus``."""
+    options: dict[str, Any] = {"timer": clock, "runner": "harness.paired", "stop": rounds.stop,
+                               "measure_seconds": round(rounds.seconds, 3)}
+    if pair_rounds is not None:
+        options["pair_rounds"] = [int(n) for n in pair_rounds]
     if cpus is not None:
         options["threads"] = cpus.threads
         if cpus.others is not None:

@@ -116,33 +116,20 @@ def finish_all(workers: Sequence[WorkerProcess], reason: str | None = None) -> l
 
 def run_same(sides: Sequence[Side], nodeid: str, budget: Budget, spread: Callable[[list[np.ndarray]], float],
              cpus: set[int] | None = None, pinned: Callable[[], None] | None = None,
-             undecided: Callable[[list[np.ndarray]], bool] | None = None,
              measured: Callable[[], None] | None = None) -> Outcome:
     """Run ``nodeid`` on the worker of every side (set up concurrently on all the CPUs this process may use,
     ``start_all``) and time its rounds in alternation, in the order of ``sides``, with every worker pinned to ``cpus``
     (None: left where it is; ``pinned`` is called once they are, ``measured`` after the last round, before the
-    tests finish; ``undecided``: ``measure``'s); a worker whose test ends before its timed call (skip, failure) makes
+    tests finish); a worker whose test ends before its timed call (skip, failure) makes
     the others skip theirs.
 
     Every side makes the same calls per round (``time_alone_or_beside``'s ``same_calls``)."""
     workers = [side.worker for side in sides]
-    if cpus is not None:
-        _unpin(workers)
-    ready = start_all(workers, nodeid)
-    if cpus is not None:
-        for worker in workers:
-            worker.pin(cpus)
-        if pinned is not None:
-            pinned()
+    ready = _start_pinned(workers, nodeid, cpus, pinned)
     if any(message["ev"] == "done" for message in ready):
-        ended = [Finished.of(m) for m in ready if m["ev"] == "done"]
-        why = next((f.message for f in ended if f.outcome != PASSED), "") or "it did not reach its timed call"
-        finished = [Finished.of(m) if m["ev"] == "done" else finish(w, f"another worker did not run it: {why}")
-                    for w, m in zip(workers, ready)]
-        return Outcome(nodeid, tuple(finished), None)
+        return Outcome(nodeid, _not_reached(workers, ready), None)
     try:
-        rounds = time_alone_or_beside(sides, [m["iterations"] for m in ready], budget, spread, undecided,
-                                      same_calls=True)
+        rounds = time_alone_or_beside(sides, [m["iterations"] for m in ready], budget, spread, same_calls=True)
     except RoundFailed as failure:
         failed = Finished.of(failure.done)
         why = f"it failed in a timed round on {failure.worker.label}"
@@ -154,6 +141,29 @@ def run_same(sides: Sequence[Side], nodeid: str, budget: Budget, spread: Callabl
     return Outcome(nodeid, tuple(finish_all(workers)), rounds)
 
 
+def _start_pinned(workers: Sequence[WorkerProcess], nodeid: str, cpus: set[int] | None,
+                  pinned: Callable[[], None] | None) -> list[dict[str, Any]]:
+    """``start_all`` on every CPU this process may use, then pin every worker to ``cpus`` (if given) and call
+    ``pinned``; the workers' answers."""
+    if cpus is not None:
+        _unpin(workers)
+    ready = start_all(workers, nodeid)
+    if cpus is not None:
+        for worker in workers:
+            worker.pin(cpus)
+        if pinned is not None:
+            pinned()
+    return ready
+
+
+def _not_reached(workers: Sequence[WorkerProcess], ready: Sequence[dict[str, Any]]) -> tuple[Finished, ...]:
+    """How each worker ended when some test ended before its timed call: the others skip theirs, saying why."""
+    ended = [Finished.of(m) for m in ready if m["ev"] == "done"]
+    why = next((f.message for f in ended if f.outcome != PASSED), "") or "it did not reach its timed call"
+    return tuple(Finished.of(m) if m["ev"] == "done" else finish(w, f"another worker did not run it: {why}")
+                 for w, m in zip(workers, ready))
+
+
 def _unpin(workers: Sequence[WorkerProcess]) -> None:
     """Let ``workers`` run on every CPU this process may use (for their setups and teardowns)."""
     for worker in workers:
@@ -161,9 +171,7 @@ def _unpin(workers: Sequence[WorkerProcess]) -> None:
 
 
 def time_alone_or_beside(sides: Sequence[Side], fixed: Sequence[int | None], budget: Budget,
-                         spread: Callable[[list[np.ndarray]], float],
-                         undecided: Callable[[list[np.ndarray]], bool] | None = None,
-                         same_calls: bool = False) -> Rounds:
+                         spread: Callable[[list[np.ndarray]], float], same_calls: bool = False) -> Rounds:
     """Time ready benchmarks in alternation (or one alone), each side with its own calls per round (``fixed[i]``
     when the benchmark set them, else calibrated to ``budget.round_s``), or with ``same_calls`` (the sides run the
     same benchmark) all with the calls that make a round of the quickest side last ``budget.round_s``.
@@ -178,7 +186,7 @@ def time_alone_or_beside(sides: Sequence[Side], fixed: Sequence[int | None], bud
     shared = iterations_for(min(per_call), budget.round_s)
     calls = [own if own is not None else shared if same_calls else iterations_for(t, budget.round_s)
              for own, t in zip(fixed, per_call)]
-    return measure(sides, calls, budget, spread, undecided)
+    return measure(sides, calls, budget, spread)
 
 
 @dataclass(frozen=True)

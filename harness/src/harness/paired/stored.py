@@ -19,13 +19,13 @@ from typing import Any
 import numpy as np
 
 from harness.bench_schema import ENTRY, LIMIT, PAIRED_LIMIT_KEY
+from harness.gate import log_ratios
 from harness.paired.cpus import CpuChooser
-from harness.paired.engine import Budget, RoundFailed, Rounds, Side
+from harness.paired.engine import Budget, RoundFailed, Rounds, Side, half_width
 from harness.paired.process import WorkerProcess
 from harness.paired.runfile import benchmark_record
 from harness.paired.session import PASSED, Collected, Finished, finish, start, time_alone_or_beside
 from harness.report.groups import natural_figure
-from harness.report.paired import half_width, log_ratios
 
 __all__ = ["ENTRY_BUDGET", "OTHER_BUDGET", "Progress", "StoredResult", "run_stored"]
 

@@ -12,12 +12,12 @@ baseline of different supported majors, or from different machines (node, cpu br
 top of every report. Exit status: 0 pass, 1 an entry regressed or drifted (unless ``--no-fail``), 2 unusable input.
 """
 
+from harness.gate import Verdict
 from harness.report.compare import NO_BASELINE_NOTE, BenchmarkComparison, ComparisonResult, compare
 from harness.report.errors import ReportInputError
 from harness.report.load import SUPPORTED_MAJORS, BenchmarkRecord, BenchmarkRun, parse_run, read_json
 from harness.report.machine import machine_id
 from harness.report.thresholds import parse_threshold
-from harness.report.verdict import Verdict
 
 __all__ = [
     "NO_BASELINE_NOTE",

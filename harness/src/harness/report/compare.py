@@ -3,21 +3,17 @@
 The mode follows from the runs:
 
 - **A/B** (the two files of one paired A/B run: RUN_KEY mode "ab" and the same pairing id; baseline = side A, the git
-  ref, current = side B, the working tree): round i of a benchmark on one side was taken right beside round i on the
-  other, so the verdict comes from the per-pair ratios (``harness.report.paired.judge``: sign test, CI of the
-  median ratio, minimum effect), which machine drift cannot move. The entries' p-values are Holm-adjusted over the
-  run (``harness.report.paired.holm``), so the chance of any false alarm in a run stays at alpha.
-- **stored baseline** (any other pair of runs; they were taken at different moments): each benchmark's rounds are
-  compared raw (``harness.report.stats``: Mann-Whitney U, ratio of medians beyond the threshold, bootstrap CI beyond
-  1). An entry whose group has a practical limit is also compared normalized by it (the per-round ratios entry /
-  paired limit round when both runs timed them side by side, else each round / the limit's median), and regresses or
-  improves only when raw and normalized agree: raw slower but normalized not means the machine was slower, not the
-  code. With ``history`` (earlier runs of the machine) each entry's trend is judged as well (``harness.report.drift``):
-  a cumulative creep beyond the threshold fails the run even when the last step did not.
+  ref, current = side B, the working tree): the gate (docs/benchmark-gate.md). Each benchmark's rounds are split into
+  its process pairs (options ``pair_rounds``), each pair gives one value (``harness.gate.pair_value``), and
+  ``harness.gate.decide`` gives the verdict, at the corrected level of the run (``harness.gate.corrected_level`` of
+  its recorded entries and looks): the same function, on the same data, as the runner used. Only entries fail the run.
+- **stored baseline** (any other pair of runs, taken at different moments): a **trend view** that informs and never
+  fails the run. Each benchmark's rounds are compared with the baseline's (``harness.report.stats``), raw and, for an
+  entry in a group with a practical limit, normalized by it; with ``history`` the trend over the stored runs is shown
+  (``harness.report.drift``). A change seen here is confirmed or refuted with an A/B run against the baseline's commit.
 
-Roles (``harness.bench_schema``): entries (our code), limits and peers. Limits and peers are judged and shown, but only
-entries fail the run. ``ComparisonResult.sections`` puts every benchmark in exactly one section; every count that a
-report prints is the length of one of them.
+Roles (``harness.bench_schema``): entries (our code), limits and peers. ``ComparisonResult.sections`` puts every
+benchmark in exactly one section; every count that a report prints is the length of one of them.
 """
 
 from __future__ import annotations
@@ -31,28 +27,18 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from harness.bench_schema import ENTRY, HIGHER_IS_BETTER_KEY, LIMIT, MODE_AB, PEER, THRESHOLD_KEY, finite_float
+from harness.bench_schema import ENTRY, HIGHER_IS_BETTER_KEY, LIMIT, MODE_AB, PEER, THRESHOLD_KEY
+from harness.gate import LOOKS, MIN_EFFECT, Decision, Verdict, corrected_level, decide, pair_values, split_pairs
 from harness.report.drift import Drift, find_drift
 from harness.report.errors import ReportInputError, shorten
 from harness.report.groups import XLimit, group_limits, role, x_limits
 from harness.report.load import BenchmarkRecord, BenchmarkRun, parse_run
 from harness.report.machine import machine_id, machine_mismatch
-from harness.report.paired import (
-    Paired,
-    holm,
-    judge,
-    log_ratios,
-    process_pairs_disagree,
-    process_ratios,
-    sign_test_p,
-    unit_log_ratios,
-)
-from harness.report.stats import SampleComparison, compare_normalized, compare_records, compare_samples
+from harness.report.stats import SampleComparison, compare_normalized, compare_records, compare_samples, unit_log_ratios
 from harness.report.thresholds import parse_threshold
-from harness.report.verdict import Verdict
 
-__all__ = ["DEFAULT_MIN_EFFECT", "NO_BASELINE_NOTE", "OTHERS_CPUS_LIMIT", "SECTIONS", "BenchmarkComparison",
-           "ComparisonResult", "Section", "compare"]
+__all__ = ["DEFAULT_MIN_EFFECT", "NO_BASELINE_NOTE", "SECTIONS", "BenchmarkComparison", "ComparisonResult", "Section",
+           "compare"]
 
 # The note every report carries when there is no baseline (``compare(current, None)``); the bench command prints it too.
 NO_BASELINE_NOTE = ("no baseline for machine {machine}: this run can become the baseline without a rerun: "
@@ -61,10 +47,7 @@ NO_BASELINE_NOTE = ("no baseline for machine {machine}: this run can become the 
 PARTIAL_PROMOTE = " --save-partial-baseline"
 # The note instead of NO_BASELINE_NOTE when the caller saves this run as the baseline (``compare(saved_baseline=...)``).
 SAVED_BASELINE_NOTE = "this run was saved as the baseline of machine {machine}: {path}"
-DEFAULT_MIN_EFFECT = 0.03
-# CPUs' worth of other programs' time on a multi-threaded A/B benchmark's CPUs from which it is not judged: a quarter
-# of a CPU, so that one of its threads waits for a CPU in about one round of four
-OTHERS_CPUS_LIMIT = 0.25
+DEFAULT_MIN_EFFECT = MIN_EFFECT
 
 
 @dataclass(frozen=True)
@@ -125,8 +108,9 @@ class BenchmarkComparison:
 
     @property
     def fails(self) -> bool:
-        """True for an entry that regressed or drifted: the benchmarks that fail the run."""
-        return self.role == ENTRY and (self.verdict is Verdict.REGRESSED or self.drift is not None)
+        """True for an entry that regressed in an A/B run: the benchmarks that fail the run (stored mode's verdicts,
+        ``pairs`` None, are a trend view and fail nothing)."""
+        return self.role == ENTRY and self.verdict is Verdict.REGRESSED and self.pairs is not None
 
 
 @dataclass(frozen=True)
@@ -244,8 +228,8 @@ def compare(
     settings = _Settings(threshold, min_effect, alpha, confidence, n_resamples, seed)
     names = sorted(set(cur.benchmarks) | set(before.benchmarks))
     if paired:
-        adjusted = _holm_of_entries(names, cur, before)
-        comparisons = [_ab_one(name, cur, before, settings, adjusted.get(name)) for name in names]
+        level = _run_level(names, cur, before, settings)
+        comparisons = [_ab_one(name, cur, before, settings, level) for name in names]
     else:
         judge_one = _StoredJudge(cur, before, history, settings)
         comparisons = [judge_one(name, cur, before) for name in names]
@@ -292,32 +276,20 @@ def _one_sided(name: str, now: BenchmarkRecord | None, before: BenchmarkRecord |
     return BenchmarkComparison(name, verdict, role(record), threshold, current=now, baseline=before)
 
 
-def _pair_ratios(now: BenchmarkRecord, before: BenchmarkRecord) -> np.ndarray:
-    """The per-pair log ratios of an A/B benchmark; raises ValueError when its rounds do not pair up."""
-    return log_ratios(before.data if before.data is not None else [], now.data if now.data is not None else [])
+def _run_level(names: Sequence[str], cur: BenchmarkRun, base: BenchmarkRun, settings: _Settings) -> float:
+    """The corrected level of each test of an A/B run: ``alpha`` over the entries and looks the runner recorded
+    (RUN_KEY ``entries``, ``looks``), else over the entries on both sides and LOOKS (files from another writer)."""
+    entries = cur.harness.get("entries")
+    if isinstance(entries, bool) or not isinstance(entries, int) or entries < 1:
+        entries = sum(1 for n in names if n in cur.benchmarks and n in base.benchmarks and role(cur.benchmarks[n]) == ENTRY)
+    looks = cur.harness.get("looks")
+    if isinstance(looks, bool) or not isinstance(looks, int) or looks < 1:
+        looks = LOOKS
+    return corrected_level(settings.alpha, max(1, entries), looks)
 
 
-def _holm_of_entries(names: Sequence[str], cur: BenchmarkRun, base: BenchmarkRun) -> dict[str, float]:
-    """fullname -> Holm-adjusted sign-test p-value, over the entries on both sides whose rounds pair up and whose
-    work is the same (limits and peers, which never fail, are judged on their own p-values)."""
-    tested: dict[str, float] = {}
-    for name in names:
-        now, before = cur.benchmarks.get(name), base.benchmarks.get(name)
-        if now is None or before is None or role(now) != ENTRY or now.work_change(before) is not None:
-            continue
-        try:
-            d = _pair_ratios(now, before)
-        except ValueError:
-            continue
-        if d.size:
-            tested[name] = sign_test_p(d)
-    return dict(zip(tested, holm(list(tested.values()))))
-
-
-def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Settings,
-            adjusted_p: float | None) -> BenchmarkComparison:
-    """A/B: the verdict from the per-pair log ratios of the two sides' rounds (index i pairs with index i), judged on
-    ``adjusted_p`` (Holm over the run's entries) when given."""
+def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Settings, level: float) -> BenchmarkComparison:
+    """A/B: the verdict of ``harness.gate.decide`` on the benchmark's pair values (see the module doc)."""
     now, before = cur.benchmarks.get(name), base.benchmarks.get(name)
     threshold = _threshold_of(now, before, settings.threshold)
     if now is None or before is None:
@@ -326,36 +298,31 @@ def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Setting
     if (changed := _work_changed(now, before)) is not None:
         return BenchmarkComparison(name, Verdict.UNJUDGED, kind, threshold, now, before, note=changed)
     try:
-        d = _pair_ratios(now, before)
+        values = _pair_values(now, before)
     except ValueError as exc:
-        note = f"its rounds do not pair up ({exc}): no verdict"
+        note = f"not judged: its rounds do not split into process pairs ({exc})"
         return BenchmarkComparison(name, Verdict.UNJUDGED, kind, threshold, now, before, note=note)
-    if d.size == 0:
-        note = "no per-round data on one side: no verdict"
-        return BenchmarkComparison(name, Verdict.UNJUDGED, kind, threshold, now, before, note=note)
-    verdict: Paired = judge(d, alpha=settings.alpha, confidence=settings.confidence, min_effect=settings.min_effect,
-                            p_value=adjusted_p)
-    try:
-        layout = _layout(d.size, now.options, before.options)
-        processes = process_ratios(d, sum(c for c, _ in layout), layout) if layout else None  # ValueError: short blocks
-        shared = _cpus_shared(now, before)
-    except ValueError as exc:
-        note = f"the runner's options are unusable ({exc}): no verdict"
-        return BenchmarkComparison(name, Verdict.UNJUDGED, kind, threshold, now, before, note=note)
-    said = _ab_note(verdict, kind, settings, bool(cur.harness.get("planted")))
-    if shared:
-        said, verdict = shared, replace(verdict, verdict=Verdict.UNJUDGED)
-    elif layout and processes and verdict.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):
-        why = process_pairs_disagree(processes, verdict.verdict is Verdict.REGRESSED, settings.min_effect,
-                                     min(each for _, each in layout))
-        if why:
-            said = f"{verdict.verdict.value} in the pooled rounds, but {why}: process state, not the code"
-            verdict = replace(verdict, verdict=Verdict.UNCHANGED)
+    decision: Decision = decide(values, min_effect=settings.min_effect, level=level, confidence=settings.confidence)
     return BenchmarkComparison(
-        name, verdict.verdict, kind, threshold, now, before, ratio=verdict.ratio, ci=verdict.ci,
-        p_value=verdict.p_value, test=verdict.test, pairs=verdict.pairs, stop=str(now.options.get("stop") or "") or None,
-        detectable=verdict.detectable, note=said, process_ratios=processes,
+        name, decision.verdict, kind, threshold, now, before, ratio=1.0 + decision.change,
+        ci=(1.0 + decision.interval[0], 1.0 + decision.interval[1]), p_value=decision.p_value,
+        test="t-test across process pairs", note=_ab_note(decision, kind, bool(cur.harness.get("planted"))),
+        pairs=decision.pairs, stop=str(now.options.get("stop") or "") or None,
+        process_ratios=tuple(float(x) for x in np.exp(values)),
     )
+
+
+def _pair_values(now: BenchmarkRecord, before: BenchmarkRecord) -> np.ndarray:
+    """The pair values of an A/B benchmark from both records (``stats.data`` and options ``pair_rounds``). Raises
+    ValueError when the two sides' process pairs or rounds do not match or the data is missing."""
+    layout = now.options.get("pair_rounds")
+    if layout != before.options.get("pair_rounds"):
+        raise ValueError("the two sides' options.pair_rounds differ")
+    if not isinstance(layout, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in layout):
+        raise ValueError(f"options.pair_rounds must be a list of round counts, got {shorten(repr(layout), 60)}")
+    if now.data is None or before.data is None:
+        raise ValueError("no per-round data on one side")
+    return pair_values(split_pairs(list(before.data), layout), split_pairs(list(now.data), layout))
 
 
 def _work_changed(now: BenchmarkRecord, before: BenchmarkRecord) -> str | None:
@@ -365,73 +332,13 @@ def _work_changed(now: BenchmarkRecord, before: BenchmarkRecord) -> str | None:
     return None if change is None else f"not judged: the work changed ({change}), so the times are not comparable"
 
 
-def _cpus_shared(now: BenchmarkRecord, before: BenchmarkRecord) -> str | None:
-    """Why an A/B benchmark is not judged, or None: it runs several threads (options ``threads``) and other programs
-    took at least OTHERS_CPUS_LIMIT CPUs' worth of time on the CPUs it was timed on (options ``others_cpus``,
-    ``harness.paired.cpus.CpuChooser.others_cpus``). The worker's clock takes out only the timing thread's own wait
-    for a CPU; where the other threads land beside the other programs decides the round, and a worker keeps its
-    placement for the whole benchmark (measured with a CPU hog on one of two CPUs: the same two-thread kernel took
-    12 ms in some workers and 24 ms in others, so a self-A/B run read x0.53 and x0.78 with no change at all)."""
-    threads = max(_number(r.options, "threads", 1) for r in (now, before))
-    others = max(_number(r.options, "others_cpus", 0) for r in (now, before))
-    if threads < 2 or others < OTHERS_CPUS_LIMIT:
-        return None
-    return (f"not judged: it runs {threads:g} threads, and other programs took {others:.2f} CPU of the CPUs it was "
-            "timed on, so where its threads landed beside them decided its time")
-
-
-def _number(options: Mapping[str, Any], key: str, default: float) -> float:
-    """``options[key]`` as a finite float >= 0, ``default`` when absent; raises ValueError for anything else."""
-    value = options.get(key)
-    if value is None:
-        return default
-    number = finite_float(value)
-    if number is None or number < 0:
-        raise ValueError(f"options.{key} must be a number >= 0, got {shorten(repr(value), 40)}")
-    return number
-
-
-def _whole(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{what} must be an integer >= 1, got {value!r}")
-    return value
-
-
-def _layout(size: int, options: Mapping[str, Any], options_before: Mapping[str, Any]) -> list[tuple[int, int]] | None:
-    """The process-pair layout of ``size`` pooled pairs of rounds: [(process pairs, rounds each), ...] from options
-    ``process_pairs`` and, when the benchmark was timed on more process pairs later, ``pair_blocks`` ([[pairs, rounds
-    each], ...], ``harness.paired.runfile.benchmark_record``); None for one process pair (or a file without them).
-    Raises ValueError for a layout the two sides do not share or malformed fields (``process_ratios`` raises it for
-    one that does not cover the rounds): the check that the process pairs carry a change cannot be made, so there is
-    no verdict."""
-    pairs, blocks = options.get("process_pairs"), options.get("pair_blocks")
-    if (pairs, blocks) != (options_before.get("process_pairs"), options_before.get("pair_blocks")):
-        raise ValueError("the two sides' process_pairs/pair_blocks differ")
-    if pairs is None and blocks is None:
-        return None
-    pairs = _whole(pairs, "options.process_pairs")
-    if blocks is None:
-        if size % pairs:
-            raise ValueError(f"{size} pairs of rounds do not split over {pairs} process pairs")
-        return [(pairs, size // pairs)] if pairs > 1 else None
-    if not isinstance(blocks, list) or not all(isinstance(b, list) and len(b) == 2 for b in blocks):
-        raise ValueError(f"options.pair_blocks must be [[pairs, rounds each], ...], got {blocks!r}")
-    layout = [(_whole(c, "options.pair_blocks counts"), _whole(e, "options.pair_blocks rounds")) for c, e in blocks]
-    if sum(c for c, _ in layout) != pairs:
-        raise ValueError(f"options.pair_blocks {blocks!r} do not add up to {pairs} process pairs")
-    return layout
-
-
-def _ab_note(verdict: Paired, kind: str, settings: _Settings, planted: bool) -> str | None:
-    if kind != ENTRY and verdict.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):
-        if planted:
-            return f"a {kind} moved: the planted slowdown stretched its rounds too (never fails the run)"
-        return (f"a {kind} moved: the same code on both sides, so the two environments or the two processes differ "
-                "(never fails the run)")
-    if verdict.verdict is Verdict.UNCHANGED and verdict.p_value < settings.alpha and math.isfinite(verdict.ratio):
-        if abs(math.log(verdict.ratio)) < math.log1p(settings.min_effect):
-            return f"significant but below the minimum effect of {settings.min_effect:.0%}"
-    return None
+def _ab_note(decision: Decision, kind: str, planted: bool) -> str:
+    """The note of an A/B verdict: the decision's reason, and for a limit or peer that moved, why it moved."""
+    if kind != ENTRY and decision.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):
+        why = ("the planted slowdown stretched its rounds too" if planted else
+               "the same code on both sides, so the two environments or processes differ")
+        return f"a {kind} moved: {why} (never fails the run)"
+    return decision.reason
 
 
 class _StoredJudge:

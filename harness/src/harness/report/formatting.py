@@ -16,9 +16,10 @@ from harness.bench_schema import (
     THRESHOLD_KEY,
     UNIT_KEY,
     VALUE_KEY,
+    short_name,
 )
 from harness.report.compare import SECTIONS, BenchmarkComparison, ComparisonResult
-from harness.report.groups import natural_figure
+from harness.report.groups import natural_figure, record_figure
 from harness.report.load import BenchmarkRun
 from harness.report.machine import machine_fields
 
@@ -78,15 +79,79 @@ X_LIMIT_LEGEND = (
 )
 
 
+AB_METHOD = ("Each benchmark ran in fresh process pairs (A and B rounds interleaved), each pair gave one number, and a "
+             "t-test across the pairs decided at a level corrected for the run's entries: see docs/benchmark-gate.md.")
+
+
 def headline(result: ComparisonResult) -> str:
-    """'FAIL, 2 regressed, 1 drifted', 'PASS, no regression', or 'NO BASELINE, 5 new' (counts from the sections)."""
+    """A/B: 'FAIL: 2 of 53 entries regressed' or 'PASS: no entry regressed (50 unchanged, 1 improved, 2 not judged)';
+    stored: 'TREND: 3 entries slower than the baseline (no gate)'; 'NO BASELINE, 5 new' (counts from the sections)."""
     counts = result.counts()
     if result.baseline is None:
         return f"NO BASELINE, {counts['new']} new"
-    if not result.failed:
-        return "PASS, no regression"
-    parts = [f"{counts['regressed']} regressed"] + ([f"{counts['drifted']} drifted"] if counts["drifted"] else [])
-    return "FAIL, " + ", ".join(parts)
+    entries = [c for c in result.comparisons if c.role == ENTRY]
+    if result.mode != MODE_AB:
+        slower = sum(1 for c in entries if c.verdict.value == "regressed" or c.drift is not None)
+        return f"TREND: {slower} of {len(entries)} entries slower than the baseline (a trend view: no gate)"
+    if result.failed:
+        return f"FAIL: {len(result.failing)} of {len(entries)} entries regressed"
+    rest = ", ".join(f"{counts[key]} {SECTION_SHORT[key]}" for key in ("unchanged", "improved", "unjudged", "new",
+                                                                       "missing") if counts[key])
+    return f"PASS: no entry regressed ({rest})"
+
+
+def sides(result: ComparisonResult) -> list[tuple[str, str]]:
+    """A/B: [('A', 'HEAD~1 (37a08e2053b1)'), ('B', 'working tree (72c68d134f14, uncommitted changes)')]: each side as
+    the user named it, with its commit."""
+    out = []
+    for label, run in (("A", result.baseline), ("B", result.current)):
+        info = run.commit_info if run is not None else {}
+        name = str(info.get("ref") or (run.harness.get("ref") if run is not None and label == "A" else "") or
+                   ("working tree" if label == "B" else "?"))
+        extra = ", uncommitted changes" if info.get("dirty") else ""
+        out.append((label, f"{name} ({str(info.get('id') or '?')[:12]}{extra})"))
+    return out
+
+
+def change(c: BenchmarkComparison) -> str:
+    """The change of B against A in percent, '+5.1%' (slower) or '-2.0%', '–' without one."""
+    return "–" if c.ratio is None else f"{(c.ratio - 1) * 100:+.1f}%"
+
+
+def change_interval(c: BenchmarkComparison) -> str:
+    """The change's interval in percent, '[+4.0%, +6.2%]', '–' without one."""
+    if c.ci is None or not all(math.isfinite(x) for x in c.ci):
+        return "–"
+    return f"[{(c.ci[0] - 1) * 100:+.1f}%, {(c.ci[1] - 1) * 100:+.1f}%]"
+
+
+def verdict_word(c: BenchmarkComparison) -> str:
+    """'regressed', 'improved', 'unchanged', 'not judged', 'new' or 'missing', with the role for a limit or peer."""
+    word = "not judged" if c.verdict.value == "unjudged" else c.verdict.value
+    return word if c.role == ENTRY else f"{word} ({c.role})"
+
+
+def ab_table(result: ComparisonResult) -> tuple[list[str], list[list[str]], frozenset[int]]:
+    """(header, rows, numeric columns) of the A/B report's one table: every benchmark, sorted by change (slowest
+    first; those without a change, then new and missing, last), with its figure on A and B from its own rounds."""
+    def key(c: BenchmarkComparison) -> tuple[int, float, str]:
+        rank = 0 if c.ratio is not None else 1 if c.current and c.baseline else 2
+        return rank, -(c.ratio or 0.0), c.fullname
+
+    head = ["benchmark", "change", f"{result.confidence:.0%} interval", "verdict", "A", "B", "pairs", "note"]
+    rows = []
+    for c in sorted(result.comparisons, key=key):
+        note = "" if c.verdict.value == "unchanged" and c.role == ENTRY else (c.note or "")
+        rows.append([short_name(c.fullname), change(c), change_interval(c), verdict_word(c), _figure(c.baseline),
+                     _figure(c.current), str(c.pairs or "–"), note])
+    return head, rows, frozenset({1, 4, 5, 6})
+
+
+def _figure(record: Any) -> str:
+    """A side's figure in the benchmark's unit from its rounds, else its median time."""
+    if record is None:
+        return "–"
+    return record_figure(record) or seconds(record.median)
 
 
 def summary(result: ComparisonResult) -> str:
@@ -105,36 +170,17 @@ def method(result: ComparisonResult, history_runs: int) -> str:
     if result.baseline is None:
         return f"No baseline: every benchmark is new and nothing is judged; {history_runs} history run(s)."
     if result.mode == MODE_AB:
-        return (
-            "A/B: both versions ran in pairs of long-lived worker processes (A, B) on the same CPUs, in alternating "
-            "rounds (A1 B1 A2 B2 ... then B1 A1 B2 A2 ...), so each pair of rounds saw the same machine; every "
-            "benchmark was timed on several "
-            "process pairs at once ('per process pair') and their ratios pooled, so that where one process's buffers "
-            "happened to land cannot make a verdict. Regressed/improved: the two-sided exact sign test of the "
-            f"pooled per-pair log ratios is significant at {result.alpha:g} after Holm's adjustment over the run's "
-            f"entries (for limits and peers: unadjusted), the {result.confidence:.0%} CI of the "
-            "median per-pair ratio lies entirely beyond 1, and that ratio is beyond the minimum effect of "
-            f"{percent(result.min_effect)}, as is the median of the process pairs' ratios, and either each of those "
-            "is beyond a third of it on the same side or a one-sided t-test across them is significant at 0.01 (an "
-            "entry the first process pairs left undecided was timed on one or two sets of as many more). "
-            "'detectable' is the smallest change this run could have flagged; rounds "
-            "stopped at the target precision or when the benchmark's time budget was spent ('stop'; 'extended': an "
-            "entry that looked changed but was not yet significant got more time). Multi-threaded benchmarks whose "
-            "CPUs other programs used, and benchmarks whose work (size_bytes, elements, shape) differs between the "
-            "sides, are not judged. Only entries "
-            "fail the run; limits and peers run the same code on both sides and show whether the two sides' "
-            "environments differ."
-        )
+        return AB_METHOD
     return (
-        f"Regressed/improved: the ratio current/baseline median is beyond the threshold (default "
+        "Trend view (informs, never fails the run; an A/B run decides: docs/benchmark-gate.md). "
+        f"Slower/faster: the ratio current/baseline median is beyond the threshold (default "
         f"{percent(result.threshold)}), significant at {result.alpha:g} (two-sided Mann-Whitney U on per-round times) "
         f"and its {result.confidence:.0%} bootstrap CI lies entirely beyond 1. An entry in a group with a practical "
         "limit must pass this both raw and normalized by the limit (per-round ratios to the limit round taken beside "
         "it), else it is unchanged: a change that moves the limit too is the machine's. Drifted: its level crept up "
         "beyond the threshold over the stored runs (Theil-Sen trend, over the runs of the same work). A benchmark "
         "whose work (size_bytes, elements, shape) changed is not judged, and an entry whose limit's work changed is "
-        "compared raw only. Only entries fail the run; limits and peers are "
-        f"judged and labelled; {history_runs} history run(s)."
+        f"compared raw only; {history_runs} history run(s)."
     )
 
 
@@ -288,10 +334,10 @@ def figures(comparison: BenchmarkComparison, other: str = "baseline") -> str:
 
 
 def commit(run: BenchmarkRun) -> str:
-    """'<id[:12]> on <branch>[, dirty]' from commit_info."""
+    """'<id[:12]> (<ref as given>)' or '<id[:12]> on <branch>', ', dirty' when it had uncommitted changes."""
     info = run.commit_info
-    text = f"{str(info.get('id') or '?')[:12]} on {info.get('branch') or '?'}"
-    return text + (", dirty" if info.get("dirty") else "")
+    where = f"({info['ref']})" if info.get("ref") else f"on {info.get('branch') or '?'}"
+    return f"{str(info.get('id') or '?')[:12]} {where}" + (", dirty" if info.get("dirty") else "")
 
 
 def machine(run: BenchmarkRun) -> str:

@@ -222,25 +222,9 @@ def _parse_datetime(value: object, source: str) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
-def _parse_benchmark(entry: object, where: str) -> BenchmarkRecord:
-    if not isinstance(entry, Mapping):
-        raise ReportInputError(f"{where} must be an object, got {type(entry).__name__}")
-    for key in ("name", "fullname", "stats"):
-        if key not in entry:
-            raise ReportInputError(f"{where} has no '{key}'; the file is not a complete pytest-benchmark result")
-    fullname = entry["fullname"]
-    if not isinstance(fullname, str) or not fullname:
-        raise ReportInputError(f"{where}: 'fullname' must be a non-empty string, got {fullname!r}")
+def _parse_benchmark(raw: object, where: str) -> BenchmarkRecord:
+    entry, fullname, stats, rounds = _check_entry(raw, where)
     where = f"{where} ({fullname})"
-    stats = entry["stats"]
-    if not isinstance(stats, Mapping):
-        raise ReportInputError(f"{where}: 'stats' must be an object")
-    missing = [key for key in _REQUIRED_STATS if key not in stats]
-    if missing:
-        raise ReportInputError(f"{where}: stats lack {', '.join(missing)}")
-    rounds = stats["rounds"]
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise ReportInputError(f"{where}: stats.rounds must be an integer >= 1, got {rounds!r}")
     extra_info = entry.get("extra_info") or {}
     params = entry.get("params") or {}
     if not isinstance(extra_info, Mapping) or not isinstance(params, Mapping):
@@ -275,6 +259,30 @@ def _parse_benchmark(entry: object, where: str) -> BenchmarkRecord:
         paired_limit_data=paired_data,
         options=entry["options"] if isinstance(entry.get("options"), Mapping) else {},
     )
+
+
+def _check_entry(entry: object, where: str) -> tuple[Mapping[str, Any], str, Mapping[str, Any], int]:
+    """(entry, fullname, stats, rounds) of one ``benchmarks`` entry; ReportInputError when its skeleton is not
+    pytest-benchmark's."""
+    if not isinstance(entry, Mapping):
+        raise ReportInputError(f"{where} must be an object, got {type(entry).__name__}")
+    for key in ("name", "fullname", "stats"):
+        if key not in entry:
+            raise ReportInputError(f"{where} has no '{key}'; the file is not a complete pytest-benchmark result")
+    fullname = entry["fullname"]
+    if not isinstance(fullname, str) or not fullname:
+        raise ReportInputError(f"{where}: 'fullname' must be a non-empty string, got {fullname!r}")
+    where = f"{where} ({fullname})"
+    stats = entry["stats"]
+    if not isinstance(stats, Mapping):
+        raise ReportInputError(f"{where}: 'stats' must be an object")
+    missing = [key for key in _REQUIRED_STATS if key not in stats]
+    if missing:
+        raise ReportInputError(f"{where}: stats lack {', '.join(missing)}")
+    rounds = stats["rounds"]
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ReportInputError(f"{where}: stats.rounds must be an integer >= 1, got {rounds!r}")
+    return entry, fullname, stats, rounds
 
 
 def _time(stats: Mapping[str, Any], key: str, where: str, *, positive: bool) -> float:

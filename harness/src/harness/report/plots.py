@@ -18,17 +18,19 @@ _MAX_STRIP_POINTS = 400
 _DPI = 72
 
 
-def benchmark_figure(comparison: BenchmarkComparison, trend: list[tuple[datetime, float]], current_at: datetime) -> bytes:
+def benchmark_figure(comparison: BenchmarkComparison, trend: list[tuple[datetime, float]], current_at: datetime,
+                     labels: tuple[str, str] = ("baseline", "current")) -> bytes:
     """PNG bytes: the spread of per-round times (box + strip; a box from summary stats without per-round data) of
     baseline and current, and, when ``trend`` (datetime, median seconds) is non-empty, the median over those runs with
     the baseline median as a dashed line and the current median as a star at ``current_at`` (the current run's time).
+    ``labels`` name the two sides (A/B mode: "A", "B").
     """
     reference = comparison.record.median
     scale, unit = time_unit(reference)
     figure = Figure(figsize=(9.0 if trend else 5.0, 3.2), dpi=_DPI, layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.subplots(1, 2 if trend else 1, squeeze=False)[0]
-    _spread(axes[0], comparison, scale, unit)
+    _spread(axes[0], comparison, scale, unit, labels)
     if trend:
         _trend(axes[1], comparison, trend, current_at, scale, unit)
     buffer = io.BytesIO()
@@ -36,8 +38,8 @@ def benchmark_figure(comparison: BenchmarkComparison, trend: list[tuple[datetime
     return buffer.getvalue()
 
 
-def _spread(ax, comparison: BenchmarkComparison, scale: float, unit: str) -> None:
-    sides = [(label, rec) for label, rec in (("baseline", comparison.baseline), ("current", comparison.current)) if rec]
+def _spread(ax, comparison: BenchmarkComparison, scale: float, unit: str, labels: tuple[str, str]) -> None:
+    sides = [(label, rec) for label, rec in zip(labels, (comparison.baseline, comparison.current)) if rec]
     stats = [_box_stats(label, record, scale) for label, record in sides]
     ax.bxp(stats, showfliers=False, widths=0.5)
     rng = np.random.default_rng(0)
@@ -95,3 +97,28 @@ def _trend(
     ax.set_title("median over history", fontsize=10)
     ax.legend(fontsize=8)
     ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+
+
+def changes_figure(names: list[str], changes: list[float], intervals: list[tuple[float, float]],
+                   min_effect: float) -> bytes:
+    """PNG bytes: one row per benchmark (``names``, top to bottom), its change of B against A in percent as a dot
+    with its interval as a bar, the minimum effect as dashed lines either side of 0; 8.5 inches wide at 96 dpi, so
+    it fits a 1280 px window."""
+    height = 0.8 + 0.22 * len(names)
+    figure = Figure(figsize=(8.5, height), dpi=96, layout="constrained")
+    FigureCanvasAgg(figure)
+    ax = figure.subplots()
+    rows = np.arange(len(names))[::-1]
+    values = np.array(changes) * 100
+    low = values - np.array([lo for lo, _ in intervals]) * 100
+    high = np.array([hi for _, hi in intervals]) * 100 - values
+    ax.errorbar(values, rows, xerr=[np.clip(low, 0, None), np.clip(high, 0, None)], fmt="o", markersize=3,
+                color="tab:blue", ecolor="tab:gray", capsize=2)
+    for x in (-min_effect * 100, min_effect * 100):
+        ax.axvline(x, linestyle="--", color="tab:red", linewidth=0.8)
+    ax.axvline(0, color="black", linewidth=0.6)
+    ax.set_yticks(rows, names, fontsize=7)
+    ax.set_xlabel("change of B against A (%): right = B slower")
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()

@@ -10,10 +10,11 @@ from harness.report import formatting as fmt
 from harness.report.compare import BenchmarkComparison, ComparisonResult
 from harness.report.history import median_series
 from harness.report.load import BenchmarkRun
-from harness.report.plots import benchmark_figure
+from harness.report.plots import benchmark_figure, changes_figure
 
 _STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1200px; }
+img { max-width: 100%; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; font-size: 0.9em; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -26,7 +27,9 @@ figure { margin: 1em 0 2em; } figcaption { font-family: monospace; margin-bottom
 
 def render_html(result: ComparisonResult, history: Sequence[BenchmarkRun]) -> str:
     """The whole report as one HTML document; ``history`` (oldest first) feeds the trend plots."""
-    mode = "A/B" if result.mode == "ab" else "stored baseline"
+    if result.mode == "ab":
+        return _ab(result)
+    mode = "stored baseline"
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8"/><title>Benchmark report</title>',
@@ -87,11 +90,50 @@ def _group_figures(result: ComparisonResult) -> str:
     return f"<h2>Figures by group</h2><p>{escape(fmt.figures_legend(result))}.</p><table>{head}{rows}</table>"
 
 
-def _figure(c: BenchmarkComparison, history: Sequence[BenchmarkRun], current: BenchmarkRun) -> str:
-    png = benchmark_figure(c, median_series(history, c.fullname, c.current), current.datetime)
+def _figure(c: BenchmarkComparison, history: Sequence[BenchmarkRun], current: BenchmarkRun,
+            labels: tuple[str, str] = ("baseline", "current")) -> str:
+    png = benchmark_figure(c, median_series(history, c.fullname, c.current), current.datetime, labels)
     data = base64.b64encode(png).decode("ascii")
     name = escape(c.fullname)
     return (
         f'<figure><figcaption class="{c.verdict.value}">{name} ({c.verdict.value}, {c.role})</figcaption>'
         f'<img alt="plot of {name}" src="data:image/png;base64,{data}"/></figure>'
     )
+
+
+def _ab(result: ComparisonResult) -> str:
+    """The A/B report: verdict, sides, one table sorted by change, a plot of every change with its interval, the
+    method in one sentence, the runs, and each benchmark's rounds on A and B."""
+    head, rows, numeric = fmt.ab_table(result)
+    method = escape(fmt.AB_METHOD).replace("docs/benchmark-gate.md",
+                                           '<a href="docs/benchmark-gate.md">docs/benchmark-gate.md</a>')
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8"/><title>Benchmark report (A/B)</title>',
+        f"<style>{_STYLE}</style></head><body>",
+        f"<h1>Benchmark report (A/B): {escape(fmt.headline(result))}</h1>",
+        "<p>" + " &middot; ".join(f"<strong>{label}</strong> = {escape(text)}" for label, text in fmt.sides(result))
+        + "</p>",
+        *(f'<p class="warning"><strong>Warning:</strong> {escape(w)}</p>' for w in result.warnings),
+        *(f'<p class="note"><strong>Note:</strong> {escape(n)}</p>' for n in result.notes),
+        "<table>" + _row(head, tag="th") + "".join(_row(r, numeric) for r in rows) + "</table>",
+        _changes(result),
+        f"<p>Method: {method}</p>",
+        _runs(result),
+        "<h2>Rounds of each benchmark</h2>",
+        *(_figure(c, [], result.current, ("A", "B")) for c in result.comparisons),
+        "</body></html>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def _changes(result: ComparisonResult) -> str:
+    """The plot of every judged change with its interval, slowest on top; '' when nothing was judged."""
+    judged = [c for c in result.comparisons if c.ratio is not None and c.ci is not None]
+    judged.sort(key=lambda c: -(c.ratio or 0.0))
+    if not judged:
+        return ""
+    png = changes_figure([fmt.short_name(c.fullname) for c in judged], [c.ratio - 1 for c in judged if c.ratio],
+                         [(c.ci[0] - 1, c.ci[1] - 1) for c in judged if c.ci], result.min_effect)
+    data = base64.b64encode(png).decode("ascii")
+    return f'<img alt="change of every benchmark with its interval" src="data:image/png;base64,{data}"/>'

@@ -15,7 +15,10 @@ normalized_p_value/normalized_paired and limit_ratio (stored mode's limit-normal
 stop, detectable and process_ratios (A/B mode, or null; process_ratios: the median ratio of each process pair),
 drift ({ratio, runs, first, last, first_at, last_at, measure} or null), and ``current``/``baseline`` summaries
 (seconds) or null. Version 3 added mode, roles, sections, A/B and drift fields; the limit flag became ``role``,
-``limits_moved`` became the ``moved`` section. Version 4 added the ``unjudged`` section and verdict.
+``limits_moved`` became the ``moved`` section. Version 4 added the ``unjudged`` section and verdict. Version 5 added
+``headline``, ``sides`` (A/B: {"A": "HEAD~1 (37a08e2053b1)", "B": ...}, else null) and per benchmark ``short_name``,
+``change`` and ``interval`` (fractions: 0.05 = 5% slower), ``figure`` (each side's figure in the benchmark's unit,
+from its own rounds); stored mode's verdicts are a trend view that never fails (``failed`` is A/B only).
 """
 
 from __future__ import annotations
@@ -24,11 +27,13 @@ import json
 import math
 from typing import Any
 
+from harness.report import formatting as fmt
 from harness.report.compare import BenchmarkComparison, ComparisonResult
+from harness.report.groups import record_figure
 from harness.report.load import BenchmarkRecord, BenchmarkRun
 from harness.report.machine import machine_fields, machine_id
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 def render_json(result: ComparisonResult, history_runs: int) -> str:
@@ -37,6 +42,8 @@ def render_json(result: ComparisonResult, history_runs: int) -> str:
     doc = {
         "schema_version": SCHEMA_VERSION,
         "mode": result.mode,
+        "headline": fmt.headline(result),
+        "sides": {label: text for label, text in fmt.sides(result)} if result.mode == "ab" else None,
         "failed": result.failed,
         "failing": [c.fullname for c in result.failing],
         "counts": result.counts(),
@@ -78,6 +85,7 @@ def _benchmark(section: str, c: BenchmarkComparison) -> dict[str, Any]:
     x, d = c.x_limit, c.drift
     return {
         "fullname": c.fullname,
+        "short_name": fmt.short_name(c.fullname),
         "name": c.record.name,
         "group": c.record.group,
         "role": c.role,
@@ -103,9 +111,17 @@ def _benchmark(section: str, c: BenchmarkComparison) -> dict[str, Any]:
         "process_ratios": list(c.process_ratios) if c.process_ratios else None,
         "drift": {"ratio": d.ratio, "runs": d.runs, "first": d.first, "last": d.last, "first_at": d.first_at.isoformat(),
                   "last_at": d.last_at.isoformat(), "measure": d.measure} if d else None,
+        "change": None if c.ratio is None else _finite(c.ratio - 1),
+        "interval": None if c.ci is None else [_finite(c.ci[0] - 1), _finite(c.ci[1] - 1)],
+        "figure": {"A" if c.pairs is not None else "baseline": _figure(c.baseline),
+                   "B" if c.pairs is not None else "current": _figure(c.current)},
         "current": _record(c.current),
         "baseline": _record(c.baseline),
     }
+
+
+def _figure(record: BenchmarkRecord | None) -> str | None:
+    return record_figure(record) if record is not None else None
 
 
 def _pair(bounds: tuple[float, float] | None) -> list[float | None] | None:

@@ -23,8 +23,9 @@ def render_markdown(result: ComparisonResult, history_runs: int) -> str:
     The tables (``formatting.table``) follow the mode: A/B shows per-pair ratios, pairs, detectable change and why the
     rounds stopped; stored mode shows the raw and limit-normalized comparison ('x limit' columns when there are limits).
     """
-    mode = "A/B" if result.mode == "ab" else "stored baseline"
-    lines = [f"## Benchmark report ({mode}): {fmt.headline(result)}", ""]
+    if result.mode == "ab":
+        return _ab(result)
+    lines = [f"## Benchmark report (stored baseline): {fmt.headline(result)}", ""]
     lines += [f"> **Warning:** {escape(w)}" for w in result.warnings]
     lines += [f"> **Note:** {n}" for n in result.notes]  # the report's own sentences: their `code` stays code
     if result.warnings or result.notes:
@@ -64,3 +65,21 @@ def _runs(result: ComparisonResult) -> list[str]:
     return [f"| | {now} | {before} |", "|---|---|---|"] + [
         f"| {name} | {escape(a)} | {escape(b)} |" for name, a, b in rows
     ]
+
+
+def _ab(result: ComparisonResult) -> str:
+    """The A/B report: the verdict, the two sides, one table sorted by change, the method in one sentence, the runs."""
+    lines = [f"## Benchmark report (A/B): {fmt.headline(result)}", "",
+             " · ".join(f"**{label}** = {escape(text)}" for label, text in fmt.sides(result)), ""]
+    lines += [f"> **Warning:** {escape(w)}" for w in result.warnings]
+    lines += [f"> **Note:** {n}" for n in result.notes]
+    if result.warnings or result.notes:
+        lines.append("")
+    head, rows, numeric = fmt.ab_table(result)
+    lines += ["| " + " | ".join(head) + " |",
+              "|" + "|".join("---:" if i in numeric else "---" for i in range(len(head))) + "|"]
+    lines += ["| " + " | ".join(escape(cell) for cell in row) + " |" for row in rows]
+    method = fmt.AB_METHOD.replace("docs/benchmark-gate.md", "[docs/benchmark-gate.md](docs/benchmark-gate.md)")
+    lines += ["", f"Method: {method}", "", "<details><summary>Runs</summary>", ""]
+    lines += _runs(result) + ["", "</details>"]
+    return "\n".join(lines) + "\n"

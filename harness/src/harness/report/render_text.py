@@ -10,8 +10,10 @@ def render_text(result: ComparisonResult) -> str:
     """Warnings, notes, one status line with every section's count, one line per benchmark that fails the run,
     moved (regressed, drifted, improved; limits and peers labelled by role) or was not judged, then the natural-unit
     figures of each group with a practical limit or figures (and each entry's 'x limit')."""
+    if result.mode == "ab":
+        return _ab(result)
     lines = [f"WARNING: {w}" for w in result.warnings] + [f"NOTE: {n}" for n in result.notes]
-    status = "NO BASELINE" if result.baseline is None else "FAIL" if result.failed else "PASS"
+    status = "NO BASELINE" if result.baseline is None else "TREND (no gate)"
     lines.append(f"benchmark report ({'A/B' if result.mode == 'ab' else 'stored baseline'}): {status}: "
                  f"{fmt.summary(result)}")
     for section in result.sections:
@@ -57,3 +59,19 @@ def _group_figures(result: ComparisonResult) -> list[str]:
         limit = "" if x == "–" else x if x in ("limit", "peer") else f"{x} limit"
         lines.append(f"    {name:<{name_width}}  {figure:>{figure_width}}  {limit}".rstrip())
     return lines
+
+
+def _ab(result: ComparisonResult) -> str:
+    """The verdict, the sides, then one line per benchmark that is not plainly unchanged, slowest first."""
+    lines = [f"WARNING: {w}" for w in result.warnings] + [f"NOTE: {n}" for n in result.notes]
+    lines.append(f"benchmark report (A/B): {fmt.headline(result)}")
+    lines.append("  " + ", ".join(f"{label} = {text}" for label, text in fmt.sides(result)))
+    _, rows, _ = fmt.ab_table(result)
+    shown = [r for r in rows if r[3] != "unchanged"]
+    width = max((len(r[0]) for r in shown), default=0)
+    for name, change, interval, verdict, a, b, _, note in shown:
+        lines.append(f"  {verdict.upper():<22} {name:<{width}}  {change:>7} {interval:<18} A {a}  B {b}"
+                     + (f"  ({note})" if note else ""))
+    lines.append(f"  {sum(1 for r in rows if r[3] == 'unchanged')} entries unchanged; the table of every benchmark "
+                 "is in report.md and report.html")
+    return "\n".join(lines)

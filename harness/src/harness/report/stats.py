@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
+from harness.gate import Verdict, log_ratios
 from harness.report.load import BenchmarkRecord
-from harness.report.verdict import Verdict
 
 MANN_WHITNEY = "mann-whitney-u"
 WELCH_SUMMARY = "welch-t-summary"
@@ -212,3 +212,13 @@ def bootstrap_medians(values: np.ndarray, count: int, rng: np.random.Generator) 
     cdf = sps.binom.sf((size + 1) // 2 - 1, size, np.arange(1, size + 1) / size)
     cdf[-1] = 1.0
     return ordered[np.searchsorted(cdf, rng.random(count), side="left")]
+
+
+def unit_log_ratios(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Per unit of four rounds taken in the order A B B A: ``(ln(B_1/A_1) + ln(B_2/A_2)) / 2``, given each side's
+    rounds in time order (two per unit). Both orders of a pair occur once per unit, so an effect of going first or
+    second cancels, and so does a drift that is linear over the unit. Raises ValueError for an odd count."""
+    d = log_ratios(first, second)
+    if d.size % 2:
+        raise ValueError(f"rounds of A B B A units come in twos per side, got {d.size}")
+    return (d[0::2] + d[1::2]) / 2.0

@@ -8,14 +8,12 @@ Benchmarks (``harness.benchmarks``) run unchecked kernels. ``CPU_MEMCHECK=0`` tu
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from runtime_backends.cpu.memcheck import MEMCHECK_ENV
+from runtime_core.config import CPU_MEMCHECK
 
 
 @pytest.fixture(autouse=True)
 def _checked_cpu_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
-    if MEMCHECK_ENV not in os.environ:
-        monkeypatch.setenv(MEMCHECK_ENV, "1")
+    if not CPU_MEMCHECK.is_set():
+        monkeypatch.setenv(CPU_MEMCHECK.name, "1")

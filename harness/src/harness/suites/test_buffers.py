@@ -66,7 +66,7 @@ def test_lru_cache_respects_byte_bound(device: str, monkeypatch: pytest.MonkeyPa
 
 
 def test_view_at_offset_shares_memory(device: str) -> None:
-    if not Device[device].allocator.supports("_offset"):
+    if not Device[device].allocator.capabilities.views:
         pytest.skip(f"{device} does not support buffer views at an offset")
     base = Buffer.from_numpy(device, np.arange(64, dtype=np.float32))
     try:
@@ -122,7 +122,7 @@ def test_copy_from_same_device(device: str) -> None:
 def test_as_buffer_zero_copy_where_supported(device: str) -> None:
     buf = Buffer.from_numpy(device, np.arange(16, dtype=np.uint8))
     try:
-        if Device[device].allocator.supports("_as_buffer"):
+        if Device[device].allocator.capabilities.host_view:
             mv = buf.as_buffer(force_zero_copy=True)
             mv[3] = 200
             assert buf.numpy()[3] == 200  # the write went to the buffer itself

@@ -41,7 +41,7 @@ def test_launch_with_wrong_counts_raises_and_leaves_buffers(device: str, wrong: 
 @pytest.mark.slow
 @pytest.mark.bigmem
 def test_large_index_above_2gib(device: str, rng: np.random.Generator) -> None:
-    if not Device[device].allocator.supports("_offset"):
+    if not Device[device].allocator.capabilities.views:
         pytest.skip(f"{device} has no buffer views at an offset, which the windowed check needs")
     if dtypes.uint8 not in (Device[device].renderer.dtypes if Device[device].renderer else ()):
         pytest.skip(f"{device} cannot run uint8 kernels")

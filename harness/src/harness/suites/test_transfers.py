@@ -55,7 +55,7 @@ def test_copy_between_devices(pair: tuple[str, str], nbytes: int, rng: np.random
 def test_copy_between_views(pair: tuple[str, str], rng: np.random.Generator) -> None:
     src_dev, dst_dev = pair
     for name in pair:
-        if not Device[name].allocator.supports("_offset"):
+        if not Device[name].allocator.capabilities.views:
             pytest.skip(f"{name} does not support buffer views at an offset")
     data = rng.standard_normal(1024).astype(np.float32)
     src = Buffer.from_numpy(src_dev, data)

@@ -7,8 +7,8 @@ from typing import Any
 
 from cuda.bindings.driver import CUcontext, CUdevice
 
-from ..errors import DriverError, error
 from .handles import Context, Device, System, handle_value
+from .results import DriverError, error
 from .system import api, current_ctx, system
 from .work import discard, synchronize_context
 
@@ -93,12 +93,15 @@ def cuDevicePrimaryCtxReset(dev: Any) -> tuple:
 
 
 @api(1)
-def cuCtxCreate(ctxCreateParams: Any, flags: int, dev: Any) -> tuple:  # noqa: N803
+def cuCtxCreate(ctxCreateParams: Any, flags: Any, dev: Any = None) -> tuple:  # noqa: N803
     """cuCtxCreate(ctxCreateParams, flags, dev) -> (CUresult, CUcontext): a new context, pushed as current.
 
-    Signature of cuda-python 13 (``ctxCreateParams`` may be None; execution-affinity / CIG parameters are not
-    emulated: non-empty ones are CUDA_ERROR_NOT_SUPPORTED). ``flags`` (scheduling hints) are accepted and ignored.
+    The signature of cuda-python 13 (``ctxCreateParams`` may be None; execution-affinity / CIG parameters are not
+    emulated: non-empty ones are CUDA_ERROR_NOT_SUPPORTED), or cuda-python 12's ``(flags, dev)``. ``flags``
+    (scheduling hints) are accepted and ignored.
     """
+    if dev is None:  # cuda-python 12: cuCtxCreate(flags, dev)
+        ctxCreateParams, dev = None, flags  # noqa: N806
     sys_ = system()
     device = sys_.device(dev)
     if ctxCreateParams is not None and ctxCreateParams.numExecAffinityParams:
@@ -140,6 +143,50 @@ def cuCtxSetCurrent(ctx: Any) -> tuple:
     else:
         stack.append(obj)
     return ()
+
+
+@api(0)
+def cuCtxPushCurrent(ctx: Any) -> tuple:
+    """cuCtxPushCurrent(ctx): push ``ctx`` onto this thread's context stack (it becomes current)."""
+    sys_ = system()
+    obj = sys_.objects.get(handle_value(ctx))
+    if not isinstance(obj, Context):
+        raise error("CUDA_ERROR_INVALID_CONTEXT", f"context {handle_value(ctx):#x} is destroyed or was never created")
+    sys_.ctx_stack.append(obj)
+    return ()
+
+
+@api(1)
+def cuCtxPopCurrent() -> tuple:
+    """cuCtxPopCurrent() -> (CUresult, CUcontext): pop the current context off this thread's stack and return it;
+    CUDA_ERROR_INVALID_CONTEXT if the stack is empty."""
+    stack = system().ctx_stack
+    if not stack:
+        raise error("CUDA_ERROR_INVALID_CONTEXT", "cuCtxPopCurrent: no context is current on this thread")
+    return (CUcontext(stack.pop().handle),)
+
+
+@api(0)
+def cuDevicePrimaryCtxSetFlags(dev: Any, flags: Any) -> tuple:
+    """cuDevicePrimaryCtxSetFlags(dev, flags): record the primary context's flags (scheduling, CU_CTX_MAP_HOST...);
+    they have no effect on the emulator (host memory is always mapped)."""
+    system().device(dev).primary_flags = int(flags)
+    return ()
+
+
+@api(2)
+def cuDevicePrimaryCtxGetState(dev: Any) -> tuple:
+    """cuDevicePrimaryCtxGetState(dev) -> (CUresult, flags, active): the recorded flags and whether the primary
+    context is retained."""
+    device = system().device(dev)
+    return (device.primary_flags, int(device.primary is not None and device.primary_refs > 0))
+
+
+@api(1)
+def cuCtxGetFlags() -> tuple:
+    """cuCtxGetFlags() -> (CUresult, int): the current context's flags (the primary context's recorded flags)."""
+    ctx = current_ctx(check_sticky=False)
+    return (ctx.device.primary_flags if ctx.primary else 0,)
 
 
 @api(1)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
-from cuda.bindings.driver import CUdevice, CUdevice_attribute
+from cuda.bindings.driver import CUdevice, CUdevice_attribute, CUuuid
 
 from ..config import MAX_BLOCK_DIM, MAX_GRID_DIM, MAX_THREADS_PER_BLOCK, SHARED_PER_BLOCK, WARP_SIZE
-from ..errors import error
 from .handles import Device
+from .results import error
 from .system import api, system
 
 
@@ -61,22 +62,54 @@ def _attributes(device: Device) -> dict[int, int]:
         A.CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: 65536, A.CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: 0,
         A.CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD: 0, A.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: a.smem_optin,
         A.CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: 32,
+        A.CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: 1, A.CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: 1,
+        A.CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: 1, A.CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED: 1,
+        A.CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM: 1, A.CU_DEVICE_ATTRIBUTE_GPU_OVERLAP: 1,
+        A.CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: 2, A.CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED: 1,
+        A.CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED: 1, A.CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED: 1,
+        A.CU_DEVICE_ATTRIBUTE_MAX_PITCH: (1 << 31) - 1, A.CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT: 512,
+        A.CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT: 32, A.CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT: 512,
+        A.CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: 1024,
+        A.CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED: 1,
     }
-    return {int(k): v for k, v in values.items()}
+    # every other attribute (textures, surfaces, clusters, cooperative launch, IPC, NUMA, ECC...) describes what the
+    # emulator does not do: 0 (CUDA driver API, cuDeviceGetAttribute: 0 means "not supported")
+    table = dict.fromkeys((int(member) for member in A), 0)
+    table.update({int(k): v for k, v in values.items()})
+    table.pop(int(A.CU_DEVICE_ATTRIBUTE_MAX), None)
+    return table
 
 
 @api(1)
 def cuDeviceGetAttribute(attrib: Any, dev: Any) -> tuple:
     """cuDeviceGetAttribute(attrib, dev) -> (CUresult, int) (CUDA driver API, Device Management).
 
-    Supported: the thread/block/grid limits, warp size, SM count, shared memory per block (+ opt-in) and per SM,
-    compute capability, unified addressing, and a few descriptive values (clock, bus width, L2). Any other
-    attribute is CUDA_ERROR_INVALID_VALUE with a report naming it (rather than an invented value).
+    Every attribute answers: the thread/block/grid limits, warp size, SM count, shared memory per block (+ opt-in)
+    and per SM, compute capability, unified addressing, managed memory, memory pools, virtual memory management and
+    a few descriptive values (clock, bus width, L2); 0 for what the emulator does not support (textures, clusters,
+    cooperative launch, IPC...). A value outside CUdevice_attribute is CUDA_ERROR_INVALID_VALUE.
     """
     table = _attributes(system().device(dev))
     if int(attrib) not in table:
         raise error("CUDA_ERROR_INVALID_VALUE", f"device attribute {attrib!r} is not emulated by mock_gpu")
     return (table[int(attrib)],)
+
+
+@api(1)
+def cuDeviceGetUuid(dev: Any) -> tuple:
+    """cuDeviceGetUuid(dev) -> (CUresult, CUuuid): a fixed 16-byte id per device ordinal."""
+    device = system().device(dev)
+    if device.uuid is None:
+        device.uuid = ctypes.create_string_buffer(b"mock_gpu-dev" + device.ordinal.to_bytes(4, "little"), 16)
+    return (CUuuid(ctypes.addressof(device.uuid)),)
+
+
+@api(1)
+def cuDeviceGetPCIBusId(length: Any, dev: Any) -> tuple:
+    """cuDeviceGetPCIBusId(length, dev) -> (CUresult, bytes): ``0000:XX:00.0`` with the attribute's bus id."""
+    device = system().device(dev)
+    text = f"0000:{device.ordinal + 1:02x}:00.0".encode()[: int(length) - 1]
+    return (text + b"\x00" * (int(length) - len(text)),)
 
 
 @api(2)

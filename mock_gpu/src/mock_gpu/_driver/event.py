@@ -11,8 +11,8 @@ from typing import Any
 
 from cuda.bindings.driver import CUevent, CUevent_flags
 
-from ..errors import error
 from .handles import Event
+from .results import error
 from .stream import Marker
 from .system import api, current_ctx, raise_if_sticky, resolve_stream, system
 from .work import complete, enqueue
@@ -42,9 +42,10 @@ def cuEventRecord(hEvent: Any, hStream: Any) -> tuple:  # noqa: N803
     if stream.ctx is not event.ctx:
         raise error("CUDA_ERROR_INVALID_HANDLE", "the event was created in another context than the stream's; record "
                     "it on a stream of its own context")
-    if stream.capture is not None:
-        stream.capture.invalid = "cuEventRecord during the capture (cross-stream capture is not emulated)"
-        raise error("CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "events recorded during a stream capture are not emulated")
+    if stream.capture is not None:  # the event stands for the captured work so far (a fork or join point)
+        event.captured = (stream.capture.root, list(stream.capture.frontier))
+        return ()
+    event.captured = None
     event.record = enqueue(stream, Marker(f"record of event {event.handle:#x}"))
     return ()
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from cuda.bindings.driver import (
     CUgraph,
+    CUgraphEdgeData,
     CUgraphExec,
     CUgraphInstantiateResult,
     CUgraphNode,
@@ -23,11 +24,11 @@ from cuda.bindings.driver import (
     CUstreamCaptureStatus,
 )
 
-from ..errors import error
 from .handles import Capture, Graph, GraphExec, GraphNode, Operation, handle_value
 from .launch import KernelLaunch, prepare_launch
 from .marshal import byte_count
 from .memory import Copy, Fill, copy_op, fill_op
+from .results import error
 from .stream import Marker
 from .system import api, resolve_stream, system
 from .work import enqueue
@@ -308,9 +309,11 @@ def cuStreamEndCapture(hStream: Any) -> tuple:  # noqa: N803
     stream is not capturing, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED if an unsupported call broke the capture."""
     stream = resolve_stream(hStream)
     capture = stream.capture
-    if capture is None:
-        raise error("CUDA_ERROR_ILLEGAL_STATE", "the stream is not capturing (call cuStreamBeginCapture first)")
+    if capture is None or capture.origin is not None:
+        raise error("CUDA_ERROR_ILLEGAL_STATE", "the stream did not begin a capture (call cuStreamBeginCapture first)")
     stream.capture = None
+    for member in capture.members:
+        member.capture = None
     if capture.invalid is not None:
         sys_ = system()
         for node in capture.graph.nodes:
@@ -329,3 +332,54 @@ def cuStreamIsCapturing(hStream: Any) -> tuple:  # noqa: N803
     if capture.invalid is not None:
         return (CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_INVALIDATED,)
     return (CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE,)
+
+
+@api(2)
+def cuGraphGetNodes(hGraph: Any, numNodes: Any = 0) -> tuple:  # noqa: N803
+    """cuGraphGetNodes(hGraph, numNodes=0) -> (CUresult, [CUgraphNode], int): with ``numNodes`` 0 only the count,
+    else up to ``numNodes`` nodes in creation order and how many were returned (CUDA driver API, cuGraphGetNodes)."""
+    graph = system().lookup(hGraph, Graph, "graph")
+    wanted = byte_count(numNodes, "numNodes")
+    if wanted == 0:
+        return ([], len(graph.nodes))
+    nodes = [CUgraphNode(node.handle) for node in graph.nodes[:wanted]]
+    return (nodes, len(nodes))
+
+
+@api(2)
+def cuGraphGetRootNodes(hGraph: Any, numRootNodes: Any = 0) -> tuple:  # noqa: N803
+    """cuGraphGetRootNodes(hGraph, numRootNodes=0) -> (CUresult, [CUgraphNode], int): the nodes without
+    dependencies, as cuGraphGetNodes returns nodes."""
+    graph = system().lookup(hGraph, Graph, "graph")
+    roots = [node for node in graph.nodes if not node.deps]
+    wanted = byte_count(numRootNodes, "numRootNodes")
+    if wanted == 0:
+        return ([], len(roots))
+    chosen = [CUgraphNode(node.handle) for node in roots[:wanted]]
+    return (chosen, len(chosen))
+
+
+@api(4)
+def cuGraphGetEdges(hGraph: Any, numEdges: Any = 0) -> tuple:  # noqa: N803
+    """cuGraphGetEdges(hGraph, numEdges=0) -> (CUresult, [from], [to], [CUgraphEdgeData], int): the dependency
+    edges (from -> to), each with default edge data."""
+    graph = system().lookup(hGraph, Graph, "graph")
+    edges = [(dep, node) for node in graph.nodes for dep in node.deps]
+    wanted = byte_count(numEdges, "numEdges")
+    if wanted == 0:
+        return ([], [], [], len(edges))
+    chosen = edges[:wanted]
+    return ([CUgraphNode(a.handle) for a, _ in chosen], [CUgraphNode(b.handle) for _, b in chosen],
+            [CUgraphEdgeData() for _ in chosen], len(chosen))
+
+
+@api(1)
+def cuGraphClone(originalGraph: Any) -> tuple:  # noqa: N803
+    """cuGraphClone(originalGraph) -> (CUresult, CUgraph): a copy with the same node operations and dependencies."""
+    sys_ = system()
+    original = sys_.lookup(originalGraph, Graph, "graph")
+    clone = sys_.register(Graph(sys_.new_handle()))
+    copies: dict[int, GraphNode] = {}
+    for node in original.nodes:
+        copies[node.handle] = clone.add(sys_, node.op, [copies[d.handle] for d in node.deps])
+    return (CUgraph(clone.handle),)

@@ -18,9 +18,9 @@ from typing import Any, Protocol, TypeVar
 
 from cuda.bindings.driver import CUstream_flags
 
+from ..address_space import AddressSpace
 from ..config import ArchInfo, MockConfig
-from ..errors import DriverError, error
-from ..memory import AddressSpace
+from .results import DriverError, error
 
 T = TypeVar("T")
 # Handle values look like host addresses of driver objects; they start high so that a stray small integer
@@ -39,6 +39,8 @@ class Device:
     memory: int
     primary: Context | None = None
     primary_refs: int = 0
+    primary_flags: int = 0
+    uuid: Any = None  # ctypes buffer behind the CUuuid that cuDeviceGetUuid hands out
 
 
 @dataclass(eq=False)
@@ -113,11 +115,26 @@ class Stream:
 
 @dataclass(eq=False)
 class Capture:
-    """A stream capture in progress (cuStreamBeginCapture): the graph being built and its last node."""
+    """One stream's part in a capture (cuStreamBeginCapture, or a stream that joined it by waiting on an event
+    recorded in it): the graph being built, the nodes this stream's next work depends on, and the capture's origin
+    (None for the stream that began it, which lists the streams that joined and holds the invalidation reason)."""
 
     graph: Graph
-    last: GraphNode | None = None
-    invalid: str | None = None  # why the capture was invalidated, if it was
+    frontier: list[GraphNode] = field(default_factory=list)
+    origin: Capture | None = None
+    members: list[Stream] = field(default_factory=list)
+    reason: str | None = None  # why the capture was invalidated (kept on the origin)
+
+    @property
+    def root(self) -> Capture:
+        return self.origin or self
+
+    @property
+    def invalid(self) -> str | None:
+        return self.root.reason
+
+    def invalidate(self, reason: str) -> None:
+        self.root.reason = reason
 
 
 @dataclass(eq=False)
@@ -131,6 +148,7 @@ class Event:
     ctx: Context
     flags: int
     record: Work | None = None
+    captured: tuple[Capture, list[GraphNode]] | None = None  # recorded during a capture: its frontier then
 
 
 @dataclass(eq=False)
@@ -207,6 +225,10 @@ class System:
         self.objects: dict[int, Any] = {}
         self.allocations: dict[int, Context] = {}  # device allocation base -> the context that made it
         self.host_allocations: dict[int, HostAllocation] = {}
+        self.managed: set[int] = set()  # host_allocations made by cuMemAllocManaged
+        self.registered: dict[int, int] = {}  # cuMemHostRegister base -> size
+        self.mappings: dict[int, Any] = {}  # cuMemMap base -> vmm.Mapping
+        self.default_pools: dict[int, Any] = {}  # device ordinal -> its default vmm.Pool
         self._host_bases: list[int] = []  # sorted bases of host_allocations
         self.lock = threading.RLock()
         self._ids = itertools.count(_HANDLE_BASE, _HANDLE_STEP)

@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from cuda.bindings.driver import CUresult
+from cuda.bindings.runtime import cudaError_t, cudaGetErrorString
 
 from ..config import ConfigError, load_config
-from ..errors import ERROR_STRINGS, REPORTS, error
 from .handles import System
+from .results import ERROR_STRINGS, error
 from .system import api, get_system_or_none, set_system
 
 DRIVER_VERSION = 12080  # reported by cuDriverGetVersion: CUDA 12.8 (1000 * major + 10 * minor)
@@ -56,13 +57,17 @@ def cuGetErrorName(error: Any) -> tuple:
 def cuGetErrorString(error: Any) -> tuple:
     """cuGetErrorString(error) -> (CUresult, bytes): the driver's description, e.g. b"invalid argument".
 
-    When ``error`` is the result of the most recent failed call, the emulator's report of that failure follows in
-    parentheses (for a kernel fault: kernel, block, thread, address, nearest allocation), so a backend that builds
-    its messages from cuGetErrorString shows where the fault happened.
+    The texts are the driver's own (CUDA driver API 6.2 "Error Handling"): the table ``ERROR_STRINGS``, else the
+    runtime's text for the same code (cudaError_t numbers equal CUresult numbers since CUDA 11, and cuda-python's
+    runtime carries the strings without a driver). The emulator's report of a failure is not part of it: it is on
+    the ``mock_gpu`` logger and :func:`mock_gpu.last_error_report`.
     """
     member = _result_member(error)
-    text = ERROR_STRINGS.get(member.name, member.name.removeprefix("CUDA_ERROR_").replace("_", " ").lower())
-    last = REPORTS.last()
-    if last is not None and int(last[0]) == int(member):
-        text = f"{text} (mock_gpu: {last[1]})"
+    text = ERROR_STRINGS.get(member.name)
+    if text is None:
+        try:
+            status, runtime_text = cudaGetErrorString(cudaError_t(int(member)))
+        except ValueError:
+            status, runtime_text = None, None
+        text = runtime_text.decode() if status == cudaError_t.cudaSuccess else "unknown error"
     return (text.encode(),)

@@ -12,11 +12,11 @@ from typing import Any
 from cuda.bindings.driver import CUfunction_attribute
 
 from .. import ptx
+from ..address_space import MemoryFault
 from ..config import MAX_BLOCK_DIM, MAX_GRID_DIM
-from ..errors import DriverError, error
-from ..memory import MemoryFault
 from .handles import Context, Function
 from .marshal import pack_params, uint_arg
+from .results import DriverError, error
 from .system import api, poison, raise_if_sticky, resolve_stream, system
 from .work import enqueue
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from cuda.bindings.driver import CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE, CU_LAUNCH_PARAM_END
 
-from ..errors import error
+from .results import error
 
 _PTR = ctypes.sizeof(ctypes.c_void_p)
 # The widest alignment a C compiler gives a parameter struct on x86-64/aarch64 (long double, __int128):
@@ -54,24 +54,31 @@ def host_address(obj: Any, what: str) -> tuple[int, int | None]:
     return int(arr.ctypes.data), view.nbytes
 
 
-def byte_count(value: Any, what: str) -> int:
-    """A size_t argument: TypeError for a non-integer, OverflowError for a negative or too large one (what
-    cuda-python's size_t conversion raises)."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{what} must be an int (size_t), got {type(value).__name__}: {value!r}")
-    if not 0 <= int(value) < 1 << 64:
-        raise OverflowError(f"{what} {int(value)} does not fit a size_t (0 .. 2**64 - 1)")
+def as_int(value: Any, what: str) -> int:
+    """A C integer argument converted as cuda-python's Cython wrappers convert it: ``int(value)``, so a float is
+    truncated (``196.3`` -> 196), a 0-d numpy array or numpy scalar gives its value; ``None``, ``str`` and ``bytes``
+    are a TypeError ("an integer is required"), and an array of more than one value is numpy's TypeError."""
+    if value is None or isinstance(value, str | bytes):
+        raise TypeError(f"{what}: an integer is required, got {type(value).__name__}: {value!r}")
     return int(value)
+
+
+def byte_count(value: Any, what: str) -> int:
+    """A size_t argument (converted by :func:`as_int`); OverflowError for a negative or too large one (what
+    cuda-python's size_t conversion raises)."""
+    number = as_int(value, what)
+    if not 0 <= number < 1 << 64:
+        raise OverflowError(f"{what} {number} does not fit a size_t (0 .. 2**64 - 1)")
+    return number
 
 
 def uint_arg(value: Any, what: str, bits: int = 32) -> int:
-    """An unsigned int argument (grid/block dims, shared memory bytes): TypeError for a non-integer (float, str, None),
+    """An unsigned int argument (grid/block dims, shared memory bytes), converted by :func:`as_int`;
     OverflowError outside 0 .. 2**bits - 1, as cuda-python's conversion to ``unsigned int`` raises."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{what} must be an int, got {type(value).__name__}: {value!r}")
-    if not 0 <= int(value) < 1 << bits:
-        raise OverflowError(f"{what} {int(value)} does not fit an unsigned {bits}-bit int")
-    return int(value)
+    number = as_int(value, what)
+    if not 0 <= number < 1 << bits:
+        raise OverflowError(f"{what} {number} does not fit an unsigned {bits}-bit int")
+    return number
 
 
 def host_range(obj: Any, what: str, nbytes: int, *, writable: bool) -> int:

@@ -1,7 +1,7 @@
 """Memory management: device and page-locked host allocations, copies and memsets (CUDA driver API 6.13 "Memory
 Management"; host synchronization as in CUDA driver API 2, "API synchronization behavior").
 
-Device memory lives in the emulator's own address space (:class:`mock_gpu.memory.AddressSpace`): device pointers are
+Device memory lives in the emulator's own address space (:class:`mock_gpu.address_space.AddressSpace`): device pointers are
 not host addresses, and every byte a copy touches must lie in a live allocation, otherwise the call fails with
 CUDA_ERROR_INVALID_VALUE and a report naming the address and the nearest allocation.
 
@@ -22,6 +22,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from cuda.bindings.driver import (
     CU_MEMHOSTALLOC_DEVICEMAP,
     CU_MEMHOSTALLOC_PORTABLE,
@@ -29,10 +30,10 @@ from cuda.bindings.driver import (
     CUdeviceptr,
 )
 
-from ..errors import error
-from ..memory import MemoryFault, OutOfMemory
+from ..address_space import MemoryFault, OutOfMemory
 from .handles import Context, HostAllocation, Stream, handle_value
 from .marshal import byte_count, host_address, host_range, read_host
+from .results import error
 from .system import api, current_ctx, resolve_stream, system
 from .work import complete, enqueue, synchronize_system
 
@@ -101,8 +102,9 @@ def cuMemAlloc(bytesize: int) -> tuple:
 
     CUDA_ERROR_INVALID_VALUE for 0 bytes, CUDA_ERROR_OUT_OF_MEMORY beyond MOCKGPU_MEMORY (CUDA driver API, cuMemAlloc).
     """
+    bytesize = byte_count(bytesize, "bytesize")  # converted before anything else, as cuda-python does
     ctx = current_ctx()
-    if byte_count(bytesize, "bytesize") == 0:
+    if bytesize == 0:
         raise error("CUDA_ERROR_INVALID_VALUE", "cuMemAlloc bytesize must be positive, got 0")
     sys_ = system()
     try:
@@ -124,6 +126,11 @@ def cuMemFree(dptr: Any) -> tuple:
     ctx = current_ctx()
     sys_ = system()
     ptr = handle_value(dptr)
+    if ptr in sys_.managed:
+        synchronize_system(sys_, ctx)
+        sys_.managed.discard(ptr)
+        free_host_allocation(sys_, ptr)
+        return ()
     if ptr not in sys_.allocations:
         raise error("CUDA_ERROR_INVALID_VALUE", f"cuMemFree({ptr:#x}): not the base of a live device allocation "
                     "(already freed, offset into an allocation, or never allocated)")
@@ -149,19 +156,38 @@ def _host_alloc(bytesize: int, flags: int) -> int:
         raise error("CUDA_ERROR_INVALID_VALUE", f"cuMemHostAlloc Flags {flags:#x} has unknown bits")
     if bytesize <= 0:
         raise error("CUDA_ERROR_INVALID_VALUE", f"host allocation size must be positive, got {bytesize}")
+    return new_host_allocation(bytesize)
+
+
+def new_host_allocation(bytesize: int) -> int:
+    """Page-locked host memory of ``bytesize`` bytes, mapped into the device address space at its host address (as
+    unified addressing maps every page-locked allocation for all devices); its address."""
     mapping = mmap.mmap(-1, bytesize)
     view = (ctypes.c_char * bytesize).from_buffer(mapping)
     alloc = HostAllocation(ctypes.addressof(view), bytesize, mapping, view)
-    system().add_host_allocation(alloc)
+    sys_ = system()
+    sys_.space.map(alloc.address, np.frombuffer(memoryview(view).cast("B"), dtype=np.uint8), current_ctx().device.ordinal)
+    sys_.add_host_allocation(alloc)
     return alloc.address
+
+
+def free_host_allocation(sys_: Any, address: int) -> None:
+    """Unmap and release a :func:`new_host_allocation` (its pending work must have run)."""
+    alloc = sys_.pop_host_allocation(address)
+    sys_.space.unmap(address)
+    del alloc.view
+    try:
+        alloc.mapping.close()
+    except BufferError:  # a numpy view of it is still alive somewhere; the mapping goes with it
+        pass
 
 
 @api(1)
 def cuMemHostAlloc(bytesize: int, Flags: int) -> tuple:  # noqa: N803
     """cuMemHostAlloc(bytesize, Flags) -> (CUresult, int): page-aligned, page-locked host memory; its host address.
 
-    Copies read and write it when they run, not when they are enqueued. CU_MEMHOSTALLOC_DEVICEMAP is accepted but
-    kernels cannot dereference host addresses (the device address space is separate).
+    Copies read and write it when they run, not when they are enqueued. As with unified addressing, kernels reach
+    it at its host address (cuMemHostGetDevicePointer returns that address), with every access checked.
     """
     return (_host_alloc(bytesize, Flags),)
 
@@ -182,9 +208,7 @@ def cuMemFreeHost(p: Any) -> tuple:
     if address not in sys_.host_allocations:
         raise error("CUDA_ERROR_INVALID_VALUE", f"cuMemFreeHost({address:#x}): not a pointer from cuMemHostAlloc")
     synchronize_system(sys_, ctx)
-    alloc = sys_.pop_host_allocation(address)
-    del alloc.view  # type: ignore[union-attr]  # the exported buffer must go before the mapping can close
-    alloc.mapping.close()  # type: ignore[union-attr]
+    free_host_allocation(sys_, address)
     return ()
 
 

@@ -13,44 +13,55 @@ from typing import Any
 from cuda.bindings.driver import CUdeviceptr, CUfunction, CUjit_option, CUmodule
 
 from .. import ptx
+from ..address_space import OutOfMemory
 from ..config import SHARED_PER_BLOCK
-from ..errors import DriverError, error
-from ..memory import OutOfMemory
+from . import images
 from .handles import Function, LoadedModule
 from .marshal import MIN_HOST_ADDRESS, byte_count, host_address
+from .results import DriverError, error
 from .system import api, current_ctx, raise_if_sticky, system
 from .work import synchronize_context
 
 J = CUjit_option
 
-_ELF_MAGIC = b"\x7fELF"
 _MAX_PTX_MAJOR = 9  # PTX ISA 9.x: CUDA 13
-_FATBIN_MAGIC = (0xBA55ED50).to_bytes(4, "little")
+_MODULE_DIRECTIVES = re.compile(rb"^\s*\.(version|target|address_size)\b[^\n]*$", re.M)
 
 
-def _ptx_text(image: Any) -> str:
-    """The PTX text of a cuModuleLoadData image (bytes, str, buffer, or int address of a NUL-terminated string).
-
-    CUDA_ERROR_INVALID_VALUE for a NULL image, CUDA_ERROR_INVALID_IMAGE for an empty one, a cubin/fatbin or bytes
-    that are not text; TypeError for an argument that is none of these forms (as cuda-python raises).
-    """
+def _image_bytes(image: Any) -> bytes:
+    """The bytes of a cuModuleLoadData image (bytes, str, buffer, or int address of a NUL-terminated string or of a
+    binary whose header gives its length). CUDA_ERROR_INVALID_VALUE for NULL; TypeError for other forms (as
+    cuda-python raises)."""
     if image is None or (isinstance(image, int) and not isinstance(image, bool) and image == 0):
         raise error("CUDA_ERROR_INVALID_VALUE", "image is NULL")
     if isinstance(image, bool) or isinstance(image, float):
         raise TypeError(f"cuModuleLoadData: image must be bytes, str, a buffer or an int address, not "
                         f"{type(image).__name__}")
     if isinstance(image, str):
-        data = image.encode()
-    elif isinstance(image, int):
+        return image.encode()
+    if isinstance(image, int):
         if not MIN_HOST_ADDRESS <= image < 1 << 64:
             raise error("CUDA_ERROR_INVALID_VALUE", f"image address {image:#x} is not a host address")
-        data = ctypes.string_at(image)
-    else:
-        address, length = host_address(image, "image")
-        data = ctypes.string_at(address, length) if length is not None else ctypes.string_at(address)
-    if data.startswith((_ELF_MAGIC, _FATBIN_MAGIC)):
-        raise error("CUDA_ERROR_INVALID_IMAGE", "the image is a cubin/fatbin; mock_gpu executes PTX only: load the "
-                    "PTX text (nvrtcGetPTX) instead of compiled machine code (nvrtcGetCUBIN)", severe=True)
+        size = images.image_size(ctypes.string_at(image, 64))
+        return ctypes.string_at(image, size) if size is not None else ctypes.string_at(image)
+    address, length = host_address(image, "image")
+    return ctypes.string_at(address, length) if length is not None else ctypes.string_at(address)
+
+
+def merge_ptx(texts: list[str]) -> str:
+    """One PTX module from several (linked inputs): the first keeps its .version/.target/.address_size lines."""
+    parts = [texts[0].encode()] + [_MODULE_DIRECTIVES.sub(b"", text.encode()) for text in texts[1:]]
+    return b"\n".join(parts).decode()
+
+
+def _ptx_text(image: Any) -> str:
+    """The PTX text of a cuModuleLoadData image: PTX text, or a binary image carrying PTX (:mod:`.images`).
+
+    CUDA_ERROR_INVALID_IMAGE for an empty image, bytes that are not text or a binary without usable PTX.
+    """
+    data = _image_bytes(image)
+    if images.is_binary(data):
+        return merge_ptx(images.binary_ptx(data))
     text = data.split(b"\x00", 1)[0]
     if not text.strip():
         raise error("CUDA_ERROR_INVALID_IMAGE", "the image is empty (no PTX text before the first NUL byte)",
@@ -108,6 +119,19 @@ def cuModuleLoadData(image: Any) -> tuple:
     for cubin/fatbin images (CUDA driver API, cuModuleLoadData).
     """
     return _load(image)
+
+
+@api(1)
+def cuModuleLoad(fname: Any) -> tuple:
+    """cuModuleLoad(fname) -> (CUresult, CUmodule): load the PTX, fatbin or cubin file ``fname`` (str or bytes path)
+    as cuModuleLoadData loads its contents; CUDA_ERROR_FILE_NOT_FOUND if it cannot be read."""
+    path = fname.decode() if isinstance(fname, bytes | bytearray) else str(fname)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise error("CUDA_ERROR_FILE_NOT_FOUND", f"cannot read module file {path!r}: {exc}") from exc
+    return _load(data)
 
 
 def _log_buffers(options: list[Any], values: list[Any]) -> dict[str, tuple[int, int]]:

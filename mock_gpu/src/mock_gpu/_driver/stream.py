@@ -11,8 +11,8 @@ from typing import Any
 
 from cuda.bindings.driver import CUstream, CUstream_flags
 
-from ..errors import error
-from .handles import Event, Stream
+from .handles import Capture, Event, Stream
+from .results import error
 from .system import api, current_ctx, resolve_stream, system
 from .work import enqueue, synchronize_stream
 
@@ -90,15 +90,31 @@ def cuStreamWaitEvent(hStream: Any, hEvent: Any, Flags: int) -> tuple:  # noqa: 
     event = system().lookup(hEvent, Event, "event")
     if int(Flags) != 0:
         raise error("CUDA_ERROR_INVALID_VALUE", f"cuStreamWaitEvent Flags must be 0, got {int(Flags)}")
+    if event.captured is not None and event.captured[0].invalid is None and _join(stream, *event.captured):
+        return ()
     _not_capturing(stream, "cuStreamWaitEvent")
     if event.record is not None and not event.record.done:
         enqueue(stream, Marker(f"wait for event {event.handle:#x}"), deps=(event.record,))
     return ()
 
 
+def _join(stream: Stream, root: Capture, nodes: list[Any]) -> bool:
+    """Cross-stream capture: waiting on an event recorded during a capture makes ``stream``'s next work depend on the
+    captured nodes, and pulls a stream that is not capturing into the capture (CUDA programming guide, "Cross-stream
+    dependencies and events"). False when ``stream`` takes part in another capture."""
+    if stream.capture is None:
+        stream.capture = Capture(root.graph, list(nodes), origin=root)
+        root.members.append(stream)
+        return True
+    if stream.capture.root is not root:
+        return False
+    stream.capture.frontier += [n for n in nodes if n not in stream.capture.frontier]
+    return True
+
+
 def _not_capturing(stream: Stream, call: str) -> None:
     """Calls that need the stream's work cannot run during a capture: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and the
     capture is invalidated (cuStreamEndCapture then fails), as on the driver."""
     if stream.capture is not None:
-        stream.capture.invalid = f"{call} was called on the stream during the capture"
+        stream.capture.invalidate(f"{call} was called on the stream during the capture")
         raise error("CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", f"{call} on a capturing stream; end the capture first")

@@ -4,7 +4,7 @@ current context and stream handles (CUDA driver API 6.8 "Context Management" for
 
 cuda-python's driver functions return a tuple ``(CUresult, *outputs)``; on failure the outputs are ``None``
 (e.g. ``cuMemAlloc`` -> ``(CUDA_ERROR_OUT_OF_MEMORY, None)``). :func:`api` gives an implementation function that
-convention: it returns its outputs as a tuple, or raises :class:`~mock_gpu.errors.DriverError`.
+convention: it returns its outputs as a tuple, or raises :class:`~mock_gpu._driver.results.DriverError`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 
 from cuda.bindings.driver import CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, CUresult
 
-from ..errors import REPORTS, DriverError, error
 from .handles import Context, Stream, System
+from .results import REPORTS, DriverError, error
 
 _holder_lock = threading.Lock()
 _system: System | None = None

@@ -20,9 +20,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from ..errors import DriverError, error
-from ..memory import MemoryFault
+from ..address_space import MemoryFault
 from .handles import Context, Operation, Stream, System, Work
+from .results import DriverError, error
 from .system import poison, raise_if_sticky, system
 
 __all__ = ["complete", "discard", "enqueue", "synchronize_context", "synchronize_stream", "synchronize_system"]
@@ -37,7 +37,7 @@ def enqueue(stream: Stream, op: Operation, deps: Iterable[Work] = ()) -> Work:
     """
     if stream.capture is not None:
         capture = stream.capture
-        capture.last = capture.graph.add(system(), op, [capture.last] if capture.last else [])
+        capture.frontier = [capture.graph.add(system(), op, list(capture.frontier))]
         return Work(op, stream, (), time.perf_counter(), done=True)
     waits = tuple(w for w in (*deps, *_implicit_deps(stream)) if not w.done)
     work = Work(op, stream, waits, time.perf_counter())

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import PTXError
-from .syntax import Addr, ArgList, Decl, Func, Not, Pair, ParsedModule, Reg, Stmt, Sym, Vec
+from .parse.syntax import Addr, ArgList, Decl, Func, Not, Pair, ParsedModule, Reg, Stmt, Sym, Vec
 
 __all__ = ["Loc", "Label", "LInstr", "LinkedKernel", "link_kernel", "param_layout"]
 

@@ -11,14 +11,16 @@ import ml_dtypes
 import numpy as np
 import pytest
 from _cuda_util import program
+from maxnum_case import assert_maxnum, maxmin_inputs, maxmin_kernel
 
 from harness.kernels import all_cases, large_index_case
+from runtime_backends.cstyle.constants import float_bits
 from runtime_backends.cuda.compiler import PTXCompiler
-from runtime_backends.cuda.consts import float_bits
 from runtime_backends.cuda.limits import DeviceLimits
 from runtime_backends.cuda.renderer_c import CUDARenderer
 from runtime_backends.cuda.renderer_ptx import PTXRenderer
 from runtime_core.buffer import Buffer
+from runtime_core.device import Device
 from runtime_core.dtype import dtypes
 from runtime_core.ir import KernelBuilder, Ops
 
@@ -142,3 +144,18 @@ def test_16_bit_fma_rounds_once(open_cuda, ptx: bool, dt) -> None:
     program(dev, kernel)(*[x.opaque for x in bufs], global_size=(1, 1, 1), local_size=(3, 1, 1))
     expected = [_rounded_once(*(float(col[k]) for col in columns), dt) for k in range(3)]
     assert bufs[3].numpy().view(np.uint16).tolist() == expected
+
+
+@pytest.mark.parametrize("ptx", [False, True], ids=["cuda-c", "ptx"])
+@pytest.mark.parametrize("dt", dtypes.floats, ids=lambda d: d.name)
+def test_float_max_min_match_the_python_reference(open_cuda, ptx: bool, dt) -> None:
+    dev, kernel = open_cuda(ptx=ptx), maxmin_kernel(dt)
+    a, b = maxmin_inputs(dt)
+    python = Device["PYTHON"]
+    reference = python.runtime(kernel.name, python.compiler.compile(python.renderer.render(kernel)))
+    want = [Buffer.from_numpy("PYTHON", x) for x in (a, b, a, a)]
+    reference(*[x.opaque for x in want], global_size=kernel.global_size, local_size=kernel.local_size)
+    got = [Buffer.from_numpy("CUDA", x) for x in (a, b, a, a)]
+    program(dev, kernel)(*[x.opaque for x in got], global_size=kernel.global_size, local_size=kernel.local_size)
+    for k in (2, 3):
+        assert_maxnum(got[k].numpy(), want[k].numpy())

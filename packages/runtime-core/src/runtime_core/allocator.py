@@ -9,18 +9,19 @@ import numbers
 import os
 import sys
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from runtime_core.buffer_spec import DEFAULT_SPEC, BufferSpec, normalize_spec
+from runtime_core.config import RUNTIME_LRU_MAX_BYTES
 from runtime_core.sink import CopySink
 
-__all__ = ["Allocator", "LRUAllocator", "MallocAllocator", "DEFAULT_SPEC"]
+__all__ = ["Allocator", "Capabilities", "LRUAllocator", "MallocAllocator", "DEFAULT_SPEC"]
 
 log = logging.getLogger(__name__)
 MAX_ALLOC_BYTES = sys.maxsize
 """Largest size any allocation may request (``ssize_t`` max): larger sizes cannot exist in an address space and would
 wrap when passed to C as ``size_t``."""
-LRU_ENV = "RUNTIME_LRU_MAX_BYTES"
 
 
 def _check_size(size: Any) -> int:
@@ -40,13 +41,30 @@ def _check_opaque(opaque: Any) -> Any:
     return opaque
 
 
-def _env_max_cached_bytes() -> int:
-    text = os.environ.get(LRU_ENV, str(1 << 30))
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"${LRU_ENV}={text!r} is not an int number of bytes; set it to e.g. 1073741824 or unset "
-                         f"it") from None
+@dataclass(frozen=True)
+class Capabilities:
+    """The optional operations of an allocator class, as flags.
+
+    ``host_view``: zero-copy host memory views (hook ``_as_buffer``); ``views``: handles at a byte offset into another
+    (``_offset``, what :meth:`Buffer.view` needs); ``transfer``: copies between two buffers of the backend, on one device
+    or two (``_transfer``); ``streams_out``: copies out delivered in pieces to a :class:`~runtime_core.sink.CopySink`
+    (``_copyout_sink``: DISK's file reads); ``own_sink``: its own destination of streamed copies (``_sink``: CUDA's
+    pinned staging).
+    """
+
+    host_view: bool = False
+    views: bool = False
+    transfer: bool = False
+    streams_out: bool = False
+    own_sink: bool = False
+
+    @classmethod
+    def of(cls, allocator: type[Allocator]) -> Capabilities:
+        """The flags of ``allocator``: a flag is set where the class overrides the base class's hook."""
+        def has(hook: str) -> bool:
+            return getattr(allocator, hook) is not getattr(Allocator, hook)
+        return cls(host_view=has("_as_buffer"), views=has("_offset"), transfer=has("_transfer"),
+                   streams_out=has("_copyout_sink"), own_sink=has("_sink"))
 
 
 class Allocator:
@@ -62,6 +80,10 @@ class Allocator:
     ``_sink(dest, size) -> CopySink`` (a destination's own staging memory and asynchronous copies out of it).
     ``opaque`` is whatever the backend uses as a handle.
 
+    Other modules use the public operations (``copyin``, ``copyout``, ``host_view``, ``offset``, ``transfer``,
+    ``stream_out``, ``sink``), never the hooks, and ask :attr:`capabilities` which optional ones exist; the copy
+    router (:mod:`runtime_core.transfer`) decides from those how bytes move between two buffers.
+
     ``copyout_orders``: ``True`` when ``_copyout`` itself runs after all work queued on the device (a queue that is
     executed in order, as on a CLOUD server), so :meth:`Buffer.copyout` need not ``synchronize()`` first.
 
@@ -71,6 +93,14 @@ class Allocator:
     """
 
     copyout_orders = False
+    capabilities = Capabilities()
+    """Which optional hooks this allocator class implements: worked out for every subclass as it is defined (a class
+    that sets ``capabilities`` itself keeps its own)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "capabilities" not in cls.__dict__:
+            cls.capabilities = Capabilities.of(cls)
 
     def __init__(self, dev: Any = None) -> None:
         if isinstance(dev, (numbers.Number, str, bytes, type)):
@@ -89,10 +119,38 @@ class Allocator:
         ``opaque=None``."""
         self._free(_check_opaque(opaque), _check_size(size), normalize_spec(spec))
 
-    def supports(self, hook: str) -> bool:
-        """Whether the backend implements the optional hook named ``hook`` (``"_as_buffer"``, ``"_offset"``,
-        ``"_transfer"``, ``"_copyout_sink"``, ``"_sink"``)."""
-        return getattr(type(self), hook, None) is not getattr(Allocator, hook, None)
+    # public operations: what other modules call; each delegates to its backend hook
+    def copyin(self, dest: Any, src: memoryview) -> None:
+        """Copy host bytes ``src`` (C-contiguous, ``src.nbytes`` bytes) into ``dest`` (a handle of that many bytes)."""
+        self._copyin(dest, src)
+
+    def copyout(self, dest: memoryview, src: Any) -> None:
+        """Copy ``dest.nbytes`` bytes of handle ``src`` into writable host memory ``dest``. Callers synchronize the
+        device first unless :attr:`copyout_orders`."""
+        self._copyout(dest, src)
+
+    def host_view(self, opaque: Any, size: int) -> memoryview:
+        """A zero-copy host view of ``size`` bytes of ``opaque`` (``capabilities.host_view``); ``NotImplementedError``
+        naming the backend where it has none."""
+        return self._as_buffer(opaque, size)
+
+    def offset(self, opaque: Any, size: int, offset: int) -> Any:
+        """A handle of the ``size`` bytes at byte ``offset`` of ``opaque``, sharing its memory (``capabilities.views``);
+        ``NotImplementedError`` naming the backend where it has none."""
+        return self._offset(opaque, size, offset)
+
+    def transfer(self, dest: Any, src: Any, size: int, src_dev: Any, dest_dev: Any) -> None:
+        """Copy ``size`` bytes from ``src`` on ``src_dev`` to ``dest`` on ``dest_dev``, both devices of this backend
+        (``capabilities.transfer``); the backend picks its way (same device, peer access, its own staging)."""
+        self._transfer(dest, src, size, src_dev, dest_dev)
+
+    def stream_out(self, sink: CopySink, src: Any, size: int) -> None:
+        """Deliver the ``size`` bytes of ``src`` in pieces to ``sink`` (``capabilities.streams_out``), then finish it."""
+        self._copyout_sink(sink, src, size)
+
+    def sink(self, dest: Any, size: int) -> CopySink:
+        """This backend's own destination of a streamed copy into ``dest`` (``capabilities.own_sink``)."""
+        return self._sink(dest, size)
 
     # backend hooks
     def _alloc(self, size: int, spec: BufferSpec) -> Any:
@@ -138,7 +196,7 @@ class LRUAllocator(Allocator):
     def __init__(self, dev: Any = None, *, max_cached_bytes: int | None = None) -> None:
         super().__init__(dev)
         if max_cached_bytes is None:
-            max_cached_bytes = _env_max_cached_bytes()
+            max_cached_bytes = RUNTIME_LRU_MAX_BYTES.get()
         if isinstance(max_cached_bytes, bool) or not isinstance(max_cached_bytes, int):
             raise TypeError(f"max_cached_bytes must be an int number of bytes, got {max_cached_bytes!r}")
         if max_cached_bytes < 0:

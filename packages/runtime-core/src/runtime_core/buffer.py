@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from runtime_core import transfer
 from runtime_core.allocator import Allocator
 from runtime_core.buffer_spec import BufferSpec, normalize_spec
 from runtime_core.device import Compiled, Device
 from runtime_core.dtype import DType, dtypes
-from runtime_core.sink import CopyinSink, CopySink, HostSink
+from runtime_core.sink import CopySink
 
 __all__ = ["Buffer"]
 
@@ -42,6 +45,21 @@ def _byteview(data: Any, dtype: DType, what: str) -> memoryview:
     if not mv.c_contiguous:
         raise ValueError(f"{what}: host memory must be C-contiguous (use numpy.ascontiguousarray)")
     return mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
+
+
+def _shape(shape: int | Sequence[int], size: int) -> tuple[int, ...]:
+    """``shape`` with a ``-1`` dimension worked out, checked to hold exactly ``size`` elements (numpy.reshape's rule)."""
+    dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    if any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) for d in dims):
+        raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}")
+    dims = tuple(int(d) for d in dims)
+    free = [i for i, d in enumerate(dims) if d == -1]
+    known = math.prod(d for d in dims if d != -1)
+    if len(free) == 1 and known > 0 and size % known == 0:
+        dims = dims[:free[0]] + (size // known,) + dims[free[0] + 1:]
+    if any(d < 0 for d in dims) or math.prod(dims) != size:
+        raise ValueError(f"shape {shape!r} does not hold the buffer's {size} elements")
+    return dims
 
 
 def _check_dtype(dtype: Any) -> DType:
@@ -148,12 +166,12 @@ class Buffer:
         base = self.base
         if base is None or not base.is_allocated:
             raise RuntimeError(f"{self!r}: the base buffer is not allocated")
-        offset_views = self.allocator.supports("_offset")
+        offset_views = self.allocator.capabilities.views
         if self.offset == 0 and (self.nbytes == base.nbytes or not offset_views):
             return base._opaque  # a smaller view gets its own handle where it can: handles may carry their size
         if not offset_views:
             raise NotImplementedError(f"{self.device} does not support buffer views at an offset")
-        return self.allocator._offset(base._opaque, self.nbytes, self.offset)
+        return self.allocator.offset(base._opaque, self.nbytes, self.offset)
 
     def _require_allocated(self, what: str) -> None:
         if not self.is_allocated:
@@ -175,7 +193,7 @@ class Buffer:
         src = _byteview(data, self.dtype, "copyin")
         if src.nbytes != self.size * self.dtype.itemsize:
             raise ValueError(f"copyin size mismatch: buffer holds {self.nbytes} bytes, host data has {src.nbytes} bytes")
-        (self._dev or self.dev).allocator._copyin(self._opaque, src)
+        (self._dev or self.dev).allocator.copyin(self._opaque, src)
         return self
 
     def copyout(self, dest: Any) -> memoryview:
@@ -197,7 +215,7 @@ class Buffer:
         dev = self._dev or self.dev
         if not dev.allocator.copyout_orders:
             dev.synchronize()
-        dev.allocator._copyout(dst, self._opaque)
+        dev.allocator.copyout(dst, self._opaque)
         return dst
 
     def as_buffer(self, allow_zero_copy: bool = True, force_zero_copy: bool = False) -> memoryview:
@@ -207,16 +225,21 @@ class Buffer:
         """
         self._require_allocated("view")
         dev = self.dev
-        if allow_zero_copy and dev.allocator.supports("_as_buffer"):
+        if allow_zero_copy and dev.allocator.capabilities.host_view:
             dev.synchronize()
-            return dev.allocator._as_buffer(self._opaque, self.nbytes)
+            return dev.allocator.host_view(self._opaque, self.nbytes)
         if force_zero_copy:
             raise RuntimeError(f"{self.device} cannot expose {self!r} to the host without a copy")
         return self.copyout(bytearray(self.nbytes))
 
-    def numpy(self) -> np.ndarray:
-        """A new numpy array (1-D, ``size`` elements of ``dtype.np``) with the buffer's contents."""
-        out = np.empty(self.size, dtype=self.dtype.np)
+    def numpy(self, shape: int | Sequence[int] | None = None) -> np.ndarray:
+        """A new numpy array of ``dtype.np`` with the buffer's contents: 1-D (``size`` elements), or of ``shape`` (C
+        order, as ``numpy.reshape``; one dimension may be ``-1``).
+
+        Raises ``ValueError`` naming both when ``shape`` does not hold exactly ``size`` elements (nothing is copied).
+        """
+        target = (self.size,) if shape is None else _shape(shape, self.size)
+        out = np.empty(target, dtype=self.dtype.np)
         self.copyout(out)
         return out
 
@@ -229,35 +252,19 @@ class Buffer:
         return cls(device, array.size, dtypes.from_numpy(array.dtype), spec).allocate().copyin(array)
 
     def copy_from(self, src: Buffer) -> Buffer:
-        """Copy ``src`` (same byte size, any device) into this buffer: device-to-device when both are on one backend
-        whose allocator has ``_transfer``; streamed in pieces into this buffer's :meth:`copy_sink` when the source's
-        allocator has ``_copyout_sink`` (DISK: file reads); else through the source's host view."""
+        """Copy ``src`` (same byte size, any device) into this buffer, the way the copy router picks
+        (:func:`runtime_core.transfer.route`: same device, peer, streamed from DISK, through host memory)."""
         if not isinstance(src, Buffer):
             raise TypeError(f"copy_from takes a Buffer, got {type(src).__name__}; use copyin for host data")
         if src.nbytes != self.nbytes:
             raise ValueError(f"copy size mismatch: destination holds {self.nbytes} bytes, source {src.nbytes} bytes")
         self._require_allocated("copy into")
         src._require_allocated("copy out of")
-        same_backend = src.device.partition(":")[0] == self.device.partition(":")[0]
-        if same_backend and self.allocator.supports("_transfer"):
-            self.allocator._transfer(self._opaque, src._opaque, self.nbytes, src.dev, self.dev)
-        elif src.allocator.supports("_copyout_sink") and (sink := self.copy_sink()) is not None:
-            src.dev.synchronize()
-            src.allocator._copyout_sink(sink, src._opaque, self.nbytes)
-        else:
-            self.copyin(src.as_buffer(allow_zero_copy=True))
+        transfer.copy(self, src)
         return self
 
     def copy_sink(self) -> CopySink | None:
-        """How this buffer takes a streamed copy (:mod:`runtime_core.sink`): the allocator's own ``_sink``, else its
-        zero-copy host memory, else ``_copyin`` into ``_offset`` views; ``None`` when the allocator has none of these.
-        ``RuntimeError`` if the buffer is not allocated."""
+        """How this buffer takes a streamed copy (:func:`runtime_core.transfer.sink_for`); ``None`` when its allocator
+        offers no way. ``RuntimeError`` if the buffer is not allocated."""
         self._require_allocated("copy into")
-        allocator = self.allocator
-        if allocator.supports("_sink"):
-            return allocator._sink(self._opaque, self.nbytes)
-        if allocator.supports("_as_buffer"):
-            return HostSink(self.as_buffer(force_zero_copy=True))
-        if allocator.supports("_offset"):
-            return CopyinSink(allocator, self._opaque, self.nbytes)
-        return None
+        return transfer.sink_for(self)

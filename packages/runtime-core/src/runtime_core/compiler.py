@@ -13,12 +13,12 @@ from pathlib import Path
 
 import platformdirs
 
+from runtime_core.config import RUNTIME_CACHE_DB, RUNTIME_DISABLE_COMPILE_CACHE
+
 __all__ = ["Compiler", "CompileError", "cache_path", "cache_enabled"]
 
 log = logging.getLogger(__name__)
 
-CACHE_ENV = "RUNTIME_CACHE_DB"
-DISABLE_ENV = "RUNTIME_DISABLE_COMPILE_CACHE"
 _SCHEMA_VERSION = 1
 
 
@@ -38,14 +38,14 @@ class CompileError(RuntimeError):
 
 def cache_path() -> Path:
     """Path of the sqlite3 compile cache: ``$RUNTIME_CACHE_DB`` or ``<user cache dir>/runtime-core/compile_cache.db``."""
-    if env := os.environ.get(CACHE_ENV):
-        return Path(env)
+    if path := RUNTIME_CACHE_DB.get():
+        return Path(path)
     return Path(platformdirs.user_cache_dir("runtime-core")) / "compile_cache.db"
 
 
 def cache_enabled() -> bool:
-    """False when ``RUNTIME_DISABLE_COMPILE_CACHE`` is set to a non-empty value other than ``0``."""
-    return os.environ.get(DISABLE_ENV, "0") in ("", "0")
+    """False when ``$RUNTIME_DISABLE_COMPILE_CACHE`` is true; ``ConfigError`` when it is not a boolean."""
+    return not RUNTIME_DISABLE_COMPILE_CACHE.get()
 
 
 class Compiler:
@@ -118,7 +118,7 @@ class _Connections(threading.local):
         self.memo: dict[MemoKey, bytes] = {}
 
     def get(self) -> sqlite3.Connection:
-        key = (os.getpid(), os.environ.get(CACHE_ENV))
+        key = (os.getpid(), RUNTIME_CACHE_DB.get())
         if self.conn is None or self.key != key:
             # a connection from the parent process is abandoned, not closed
             self.conn, self.key, self.version, self.memo = _connect(cache_path()), key, None, {}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
-import os
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -14,6 +13,7 @@ from typing import Any, NamedTuple
 
 from runtime_core.allocator import Allocator
 from runtime_core.compiler import Compiler
+from runtime_core.config import ConfigError, device_flag
 from runtime_core.renderer import Renderer
 
 __all__ = ["Compiled", "Device", "DeviceError", "DefaultOrder", "ENTRY_POINT_GROUP", "default_order"]
@@ -207,13 +207,16 @@ class _DeviceRegistry:
 
     @property
     def DEFAULT(self) -> str:  # noqa: N802 - the field's name for it
-        """The default device: the backend whose env var is a non-zero int (``CPU=1``, ``CUDA=1``...), else the first
-        of :func:`default_order` that opens. An env var that is unset, empty or ``0`` requests nothing.
+        """The default device: the backend whose env var is true (``CPU=1``, ``CUDA=true``...; :mod:`runtime_core.config`),
+        else the first of :func:`default_order` that opens. An env var that is unset, empty or false requests nothing.
 
-        Raises ``DeviceError`` when such an env var is not an int (``CPU=yes``), when two backends are requested at once,
+        Raises ``DeviceError`` when such an env var is not a boolean (``CPU=maybe``), when two backends are requested at once,
         or when none opens.
         """
-        requested = [n for n in self.backends() if _env_flag(n)]
+        try:
+            requested = [n for n in self.backends() if device_flag(n)]
+        except ConfigError as e:
+            raise DeviceError(f"{e}; set it to 1 to make that backend the default device, or unset it") from None
         if len(requested) > 1:
             raise DeviceError(f"several default devices requested by env: {', '.join(requested)}; set only one")
         if requested:
@@ -252,17 +255,6 @@ def _finalize_quietly(dev: Compiled) -> None:
         dev.finalize()
     except Exception as e:  # a failing finalize must not hide the test's own outcome
         log.warning("finalizing %s failed: %s", dev.device, e)
-
-
-def _env_flag(name: str) -> bool:
-    text = os.environ.get(name, "").strip()
-    if text in ("", "0"):
-        return False
-    try:
-        return int(text) != 0
-    except ValueError:
-        raise DeviceError(f"env {name}={text!r} is not an int: set {name}=1 to make {name} the default device, or "
-                          f"unset it (or set it to 0)") from None
 
 
 Device = _DeviceRegistry()

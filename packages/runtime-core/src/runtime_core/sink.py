@@ -1,10 +1,11 @@
 """Streamed copies: the destination's side of :meth:`Buffer.copy_from` when the source delivers its bytes in pieces.
 
 A source allocator that reads from storage (DISK: a file read through io_uring into page-aligned staging buffers)
-implements the optional hook ``_copyout_sink(sink, src, size)`` and hands each piece to a :class:`CopySink` of the
-destination. A destination with host memory takes the pieces straight into it (:class:`HostSink`); a device allocator
-may implement ``_sink(dest, size) -> CopySink`` to offer its own staging memory (pinned host buffers) and copy out of it
-asynchronously; any other allocator with ``_offset`` views gets :class:`CopyinSink`.
+has ``capabilities.streams_out`` (hook ``_copyout_sink(sink, src, size)``) and hands each piece to a :class:`CopySink`
+of the destination, which the copy router (:func:`runtime_core.transfer.sink_for`) picks: a destination with host
+memory takes the pieces straight into it (:class:`HostSink`); a device allocator with ``capabilities.own_sink`` (hook
+``_sink(dest, size) -> CopySink``) offers its own staging memory (pinned host buffers) and copies out of it
+asynchronously; any other allocator with offset ``views`` gets :class:`CopyinSink`.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class HostSink(CopySink):
 
 
 class CopyinSink(CopySink):
-    """A destination without host memory: each piece goes through the allocator's ``_copyin`` into an ``_offset`` view
+    """A destination without host memory: each piece goes through the allocator's ``copyin`` into an ``offset`` view
     of ``dest`` (synchronous, so staging buffers are free again at once)."""
 
     def __init__(self, allocator: Any, dest: Any, size: int) -> None:
@@ -81,5 +82,5 @@ class CopyinSink(CopySink):
     def deliver(self, data: memoryview, offset: int, slot: int | None) -> None:
         _check_piece(data, offset, self.size)
         whole = offset == 0 and data.nbytes == self.size
-        target = self.dest if whole else self.allocator._offset(self.dest, data.nbytes, offset)
-        self.allocator._copyin(target, data)
+        target = self.dest if whole else self.allocator.offset(self.dest, data.nbytes, offset)
+        self.allocator.copyin(target, data)

@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from runtime_backends.disk.device import IO_URING_ENV
+from harness.config import REQUIRE_IO_URING
 from runtime_backends.disk.uring import Ring
 from runtime_core import Buffer, Device, dtypes
+from runtime_core.config import DISK_IO_URING
 
-REQUIRE_ENV = "REQUIRE_IO_URING"
+REQUIRE_ENV = REQUIRE_IO_URING.name
 READ_PATHS = {"io_uring": "1", "preadv": "0"}  # read_path -> DISK_IO_URING
 
 
 def io_uring_status() -> tuple[bool, str]:
     """Whether DISK copies can use io_uring in this process, and the reason when not (a ring is set up and closed)."""
-    if os.environ.get(IO_URING_ENV, "").strip() == "0":
-        return False, f"disabled by {IO_URING_ENV}=0"
+    if not DISK_IO_URING.get():
+        return False, f"disabled by {DISK_IO_URING.name}=0"
     try:
         Ring(2).close()
     except OSError as e:
@@ -30,7 +30,7 @@ def io_uring_status() -> tuple[bool, str]:
 
 def pytest_report_header(config: pytest.Config) -> str:
     ok, why = io_uring_status()
-    required = f" ({REQUIRE_ENV}=1: the suite fails without it)" if os.environ.get(REQUIRE_ENV) == "1" else ""
+    required = f" ({REQUIRE_ENV}=1: the suite fails without it)" if REQUIRE_IO_URING.get() else ""
     return f"DISK read path: {'io_uring' if ok else 'preadv fallback: ' + why}{required}"
 
 
@@ -38,12 +38,12 @@ def pytest_report_header(config: pytest.Config) -> str:
 def read_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """``"io_uring"`` or ``"preadv"``: the path DISK copies of this test take (``DISK_IO_URING`` set accordingly).
     Where io_uring cannot be set up, its case is skipped with the reason (unless ``REQUIRE_IO_URING=1``)."""
-    if request.param == "io_uring" and os.environ.get(REQUIRE_ENV) != "1":
+    if request.param == "io_uring" and not REQUIRE_IO_URING.get():
         try:
             Ring(2).close()
         except OSError as e:
             pytest.skip(f"io_uring cannot be set up here: {e}")
-    monkeypatch.setenv(IO_URING_ENV, READ_PATHS[request.param])
+    monkeypatch.setenv(DISK_IO_URING.name, READ_PATHS[request.param])
     return str(request.param)
 
 

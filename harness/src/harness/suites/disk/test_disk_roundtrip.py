@@ -3,11 +3,10 @@ file system allows dropping it; and the io_uring requirement of the io_uring CI 
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
+from harness.config import REQUIRE_IO_URING
 from harness.suites.disk.conftest import REQUIRE_ENV, io_uring_status
 from runtime_backends.disk.device import STREAM_MIN
 from runtime_core import Buffer, dtypes
@@ -24,7 +23,7 @@ def test_disk_view_to_device_and_back(device, read_path, disk_files, nbytes, off
     on_device = Buffer(device, nbytes, dtypes.uint8).allocate().copy_from(view)
     np.testing.assert_array_equal(on_device.numpy(), data[offset:offset + nbytes])
     if nbytes >= STREAM_MIN:
-        assert disk.dev.read_path in (read_path, "mmap")  # "mmap": this file system keeps the file cached
+        assert disk.dev.read_path in (read_path, "page_cache")  # "page_cache": this file system keeps it cached
     back = disk.view(nbytes, dtypes.uint8, offset + 7)  # written back 7 bytes further on
     back.copy_from(on_device)
     expected = data.copy()
@@ -53,7 +52,7 @@ def test_io_uring_runs_where_it_is_required(disk_files):
     disk.copyout(out)
     np.testing.assert_array_equal(out, data)
     dev = disk.dev
-    if os.environ.get(REQUIRE_ENV) == "1":
+    if REQUIRE_IO_URING.get():
         ok, why = io_uring_status()
         assert ok, f"{REQUIRE_ENV}=1 but io_uring cannot be set up: {why}"
         assert cold, f"{REQUIRE_ENV}=1 but the page cache of {dev.file.target} cannot be dropped here (tmpfs?): " \

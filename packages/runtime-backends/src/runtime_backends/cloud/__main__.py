@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import threading
 
 from runtime_backends.cloud.limits import Limits
 from runtime_backends.cloud.server import DEFAULT_PORT, CloudServer
+from runtime_core.config import CLOUD_TOKEN, CLOUDDEV
 
 
 def _port(text: str) -> int:
@@ -30,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 for every interface)")
     serve.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
-    serve.add_argument("--device", default=os.environ.get("CLOUDDEV") or "CPU",
+    serve.add_argument("--device", default=CLOUDDEV.get() or "CPU",
                        help="device to serve (default $CLOUDDEV or CPU)")
     for name, help_text in (("max_body_bytes", "largest request body"),
                             ("max_session_bytes", "bytes of buffers one session may hold"),
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         limits = Limits(max_body_bytes=args.max_body_bytes, max_session_bytes=args.max_session_bytes,
                         max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout_s,
                         session_timeout_s=args.session_timeout_s)
-        server = CloudServer(args.device, host=args.host, port=args.port, token=os.environ.get("CLOUD_TOKEN") or None,
+        server = CloudServer(args.device, host=args.host, port=args.port, token=CLOUD_TOKEN.get(),
                              limits=limits).start()
     except (ValueError, OSError, RuntimeError) as e:
         print(f"error: cannot start the CLOUD server: {e}", file=sys.stderr)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
 import secrets
 import weakref
 from collections.abc import Sequence
@@ -35,6 +34,7 @@ from runtime_backends.cloud.server import CloudServer
 from runtime_core.allocator import LRUAllocator
 from runtime_core.buffer_spec import BufferSpec
 from runtime_core.compiler import Compiler
+from runtime_core.config import CLOUD_CONNECT_TIMEOUT, CLOUD_TIMEOUT, CLOUD_TOKEN, CLOUDDEV, HOST
 from runtime_core.device import Compiled, Device, DeviceError, default_order
 from runtime_core.program import check_launch
 from runtime_core.sink import CopySink, HostSink
@@ -134,14 +134,14 @@ class CloudDevice(Compiled):
         remote_name = device.partition(":")[2] or None
         if remote_name is not None and remote_name.partition(":")[0] == "CLOUD":
             raise ValueError(f"{device}: a CLOUD device cannot stand for another CLOUD device")
-        host, token = os.environ.get("HOST", "").strip(), os.environ.get("CLOUD_TOKEN") or None
+        host, token = HOST.get(), CLOUD_TOKEN.get()
         server = None
         if not host:
             server = CloudServer(remote_name or _local_device(), port=0, token=token or secrets.token_hex(16)).start()
             host, token = server.address, server.token
         try:
-            link = Link(host, session_id=secrets.token_hex(16), token=token, timeout_s=_env_seconds("CLOUD_TIMEOUT", 120),
-                        connect_timeout_s=_env_seconds("CLOUD_CONNECT_TIMEOUT", 30))
+            link = Link(host, session_id=secrets.token_hex(16), token=token, timeout_s=CLOUD_TIMEOUT.get(),
+                        connect_timeout_s=CLOUD_CONNECT_TIMEOUT.get())
             renderer = resolve_renderer(_json(link.get("/renderer").body, host))
             if remote_name and server is None and renderer is not None and renderer.device \
                     and renderer.device != remote_name.partition(":")[0]:
@@ -182,7 +182,7 @@ def _shutdown(remote: RemoteSession, server: CloudServer | None) -> None:
 
 
 def _local_device() -> str:
-    if name := os.environ.get("CLOUDDEV", "").strip():
+    if name := CLOUDDEV.get():
         return name
     reasons = []
     for name in default_order().names:
@@ -191,19 +191,6 @@ def _local_device() -> str:
             return name
         reasons.append(f"{name}: {why}")
     raise DeviceError("no local device for an in-process CLOUD server: " + "; ".join(reasons) + ". Set CLOUDDEV or HOST")
-
-
-def _env_seconds(name: str, default: float) -> float:
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0:
-        raise ValueError(f"{name}={text!r} must be a positive number of seconds")
-    return value
 
 
 def _json(body: bytes, host: str) -> Any:

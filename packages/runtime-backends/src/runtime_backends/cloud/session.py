@@ -297,7 +297,7 @@ def _apply_one(dev: Compiled, session: Session, r: Request, blobs: Mapping[str, 
         out = plan.pool.take(buf.size) if plan.pool is not None else bytearray(buf.size)
         try:
             _device_call(dev.synchronize, where=where)
-            _device_call(dev.allocator._copyout, memoryview(out), buf.opaque, where=where)
+            _device_call(dev.allocator.copyout, memoryview(out), buf.opaque, where=where)
         except BaseException:
             _give(plan, out)
             raise
@@ -317,18 +317,18 @@ def _apply_one(dev: Compiled, session: Session, r: Request, blobs: Mapping[str, 
 
 def _copy_in(dev: Compiled, buf: _Buffer, data: memoryview, where: str) -> None:
     """Copy ``data`` into the start of ``buf``: the whole buffer, or a prefix of it (a client's view at offset 0)
-    through an ``_offset`` view, or by rewriting the whole buffer where the allocator has no views."""
+    through an offset view, or by rewriting the whole buffer where the allocator has no views."""
     allocator = dev.allocator
     if data.nbytes == buf.size:
-        _device_call(allocator._copyin, buf.opaque, data, where=where)
-    elif allocator.supports("_offset"):
-        _device_call(allocator._copyin, allocator._offset(buf.opaque, data.nbytes, 0), data, where=where)
+        _device_call(allocator.copyin, buf.opaque, data, where=where)
+    elif allocator.capabilities.views:
+        _device_call(allocator.copyin, allocator.offset(buf.opaque, data.nbytes, 0), data, where=where)
     else:
         whole = bytearray(buf.size)
         _device_call(dev.synchronize, where=where)
-        _device_call(allocator._copyout, memoryview(whole), buf.opaque, where=where)
+        _device_call(allocator.copyout, memoryview(whole), buf.opaque, where=where)
         whole[:data.nbytes] = data
-        _device_call(allocator._copyin, buf.opaque, memoryview(whole), where=where)
+        _device_call(allocator.copyin, buf.opaque, memoryview(whole), where=where)
 
 
 def _exec(session: Session, r: ProgramExec, where: str) -> bytes | None:

@@ -7,8 +7,9 @@ separately, about 0.1 us each). The block holds, in this order:
 1. the buffers' host addresses, in slot order;
 2. the int32 vals, in ``Kernel.vars`` order (sign-extended);
 3. the launch parameters the kernel uses, in ``LAUNCH_PARAMS`` order: groups per dimension (``gsz0..2``), threads per
-   group (``lsz0..2``), and the range ``[glo, ghi)`` of linear group indices (x fastest) this call runs. A launch runs
-   its groups in one call or splits the range over a thread pool;
+   group (``lsz0..2``), and the rectangle of groups this call runs: rows ``[rlo, rhi)`` (a row is the groups of one
+   y and z, numbered ``gid1 + gsz1 * gid2``) times x groups ``[xlo, xhi)``. A launch runs its groups in one call or
+   splits them into rectangles over a thread pool;
 4. checked kernels (``CPU_MEMCHECK=1``) only: every buffer's size in bytes (slot order), then the address of a fault
    record of ``len(FAULT_FIELDS)`` int64s that the kernel fills at its first out-of-bounds access before it returns.
 
@@ -27,12 +28,12 @@ __all__ = ["SIGNATURE_SYMBOL", "SIGNATURE_MAGIC", "INT32_MAX", "MAX_PARAMS", "LA
            "FAULT_FIELDS", "Signature"]
 
 SIGNATURE_SYMBOL = "rtk_signature"
-SIGNATURE_MAGIC = 0x52544B32  # "RTK2": version 2 of this calling convention (version 1 passed C parameters)
+SIGNATURE_MAGIC = 0x52544B33  # "RTK3": version 3 of this calling convention (2 passed a linear group range, 1 C parameters)
 INT32_MAX = 2**31 - 1
 """Largest launch size per dimension, and largest int32 val: the kernel holds sizes and vals in C ``int``s."""
 MAX_PARAMS = 4096
 """Buffers + vals a kernel may take; a record claiming more is corrupt (the block costs 8 bytes per parameter)."""
-LAUNCH_PARAMS = ("gsz0", "gsz1", "gsz2", "lsz0", "lsz1", "lsz2", "glo", "ghi")
+LAUNCH_PARAMS = ("gsz0", "gsz1", "gsz2", "lsz0", "lsz1", "lsz2", "rlo", "rhi", "xlo", "xhi")
 FLAG_CHECKED = 1
 FAULT_FIELDS = ("hit", "slot", "index", "count", "store", "gid0", "gid1", "gid2", "lid0", "lid1", "lid2")
 """The fault record of a checked kernel: ``hit`` is 1 once an access was out of bounds; ``store`` is 1 for a STORE."""

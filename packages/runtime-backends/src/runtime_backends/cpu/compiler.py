@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import platform
 import shutil
 import subprocess
@@ -32,10 +31,10 @@ import tempfile
 from pathlib import Path
 
 from runtime_core.compiler import CompileError, Compiler
+from runtime_core.config import CC
 
 __all__ = ["ClangCompiler", "CompilerNotFoundError", "host_cpu_identity"]
 
-CC_ENV = "CC"
 COMPILE_TIMEOUT_S = 300
 """Seconds one compiler run may take before it is killed and ``CompileError`` raised."""
 _BASE_FLAGS = ("-O2", "-fPIC", "-ffreestanding", "-fno-math-errno", "-nostdlib", "-ffp-contract=off",
@@ -89,7 +88,7 @@ class ClangCompiler(Compiler):
 
     def __init__(self, cachekey: str | None = "cpu_elf_object", cc: str | None = None):
         super().__init__(cachekey)
-        name = cc or os.environ.get(CC_ENV) or "clang"
+        name = cc or CC.get() or "clang"
         path = shutil.which(name)
         if path is None:
             raise _not_found(name, "not found on PATH")
@@ -148,11 +147,11 @@ class ClangCompiler(Compiler):
             obj = out.read_bytes()
             if not obj.startswith(b"\x7fELF"):
                 raise CompileError(f"{' '.join(cmd)} exited 0 but wrote {len(obj)} bytes that are not an ELF object "
-                                   f"(starting {obj[:16]!r}); is ${CC_ENV} a C compiler?", stderr=stderr, source=src)
+                                   f"(starting {obj[:16]!r}); is ${CC.name} a C compiler?", stderr=stderr, source=src)
             return obj
 
 
 def _not_found(name: str, why: str) -> CompilerNotFoundError:
     return CompilerNotFoundError(
-        f"C compiler {name!r} {why}. The CPU backend compiles kernels with ${CC_ENV} (default: clang). Install "
-        f"clang (`apt-get install clang`) or gcc (`apt-get install gcc`) and/or set {CC_ENV}=clang or {CC_ENV}=gcc.")
+        f"C compiler {name!r} {why}. The CPU backend compiles kernels with ${CC.name} (default: clang). Install "
+        f"clang (`apt-get install clang`) or gcc (`apt-get install gcc`) and/or set {CC.name}=clang or {CC.name}=gcc.")

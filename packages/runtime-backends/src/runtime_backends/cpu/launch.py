@@ -19,12 +19,12 @@ from collections.abc import Callable, Sequence
 from time import perf_counter
 from typing import Any
 
-from runtime_backends.cpu.abi import FAULT_FIELDS, Signature
+from runtime_backends.cpu.abi import FAULT_FIELDS, LAUNCH_PARAMS, Signature
 from runtime_backends.cpu.memcheck import fault_error
 from runtime_backends.cpu.pool import GroupPool
 
 __all__ = ["Launch", "ForeignLaunch", "POOL_MIN_S", "PROBE_EVERY", "WINDOW", "CHUNKS_PER_THREAD", "probe_run",
-           "split_groups"]
+           "split_groups", "Rect"]
 
 POOL_MIN_S = 200e-6
 """A launch whose serial run takes at least this many seconds tries the thread pool."""
@@ -38,6 +38,8 @@ CHUNKS_PER_THREAD = 16
 """Chunks per pool thread: more chunks than threads keep every thread busy when other processes load some cores."""
 
 _Fault = ctypes.c_longlong * len(FAULT_FIELDS)
+Rect = tuple[int, int, int, int]
+"""Groups a call runs (``abi``): rows ``[rlo, rhi)`` times x groups ``[xlo, xhi)``."""
 
 
 def probe_run(n: int) -> bool:
@@ -45,19 +47,28 @@ def probe_run(n: int) -> bool:
     return n >= 2 and (n & (n - 1) == 0 if n < PROBE_EVERY else n % PROBE_EVERY == 0)
 
 
-def split_groups(groups: int, chunks: int) -> list[tuple[int, int]]:
-    """``[0, groups)`` cut into ``min(chunks, groups)`` consecutive ranges whose lengths differ by at most one."""
-    n = min(chunks, groups)
-    return [(groups * k // n, groups * (k + 1) // n) for k in range(n)]
+def split_groups(gs: Sequence[int], chunks: int) -> list[Rect]:
+    """The groups of grid ``gs`` cut into about ``chunks`` rectangles in group order (x fastest): ranges of whole rows,
+    or, with fewer rows than chunks, each row cut into x ranges; sizes differ by at most one row or one x group."""
+    rows = gs[1] * gs[2]
+    if rows >= chunks:
+        return [(lo, hi, 0, gs[0]) for lo, hi in _ranges(rows, chunks)]
+    return [(r, r + 1, lo, hi) for r in range(rows) for lo, hi in _ranges(gs[0], max(1, chunks // rows))]
+
+
+def _ranges(n: int, k: int) -> list[tuple[int, int]]:
+    """``[0, n)`` cut into ``min(k, n)`` consecutive ranges whose lengths differ by at most one."""
+    k = min(k, n)
+    return [(n * j // k, n * (j + 1) // k) for j in range(k)]
 
 
 def argument_block(sig: Signature, bufs: Sequence[int], vals: Sequence[int], gs: Sequence[int], ls: Sequence[int],
-                   sizes: Sequence[int] | None, groups: tuple[int, int], fault: ctypes.Array | None) -> ctypes.Array:
-    """The int64 argument block of one call running groups ``[groups[0], groups[1])`` (layout in ``abi``)."""
+                   sizes: Sequence[int] | None, rect: Rect, fault: ctypes.Array | None) -> ctypes.Array:
+    """The int64 argument block of one call running the groups of ``rect`` (layout in ``abi``)."""
     block = (ctypes.c_longlong * sig.block_len)()
     block[:sig.buffers] = list(bufs)
     block[sig.buffers:sig.launch_offset] = list(vals)
-    params = dict(zip(("gsz0", "gsz1", "gsz2", "lsz0", "lsz1", "lsz2", "glo", "ghi"), (*gs, *ls, *groups)))
+    params = dict(zip(LAUNCH_PARAMS, (*gs, *ls, *rect)))
     block[sig.launch_offset:sig.sizes_offset] = [params[p] for p in sig.launch]
     if sig.checked and sizes is not None and fault is not None:
         block[sig.sizes_offset:sig.fault_offset] = list(sizes)
@@ -93,7 +104,7 @@ class Launch:
         worth = parallel is not False and pool is not None and pool.threads > 1 and self.groups > 1
         self.pool = pool if worth else None
         self.faults: list[ctypes.Array] = []
-        self.block = self._block((0, self.groups))
+        self.block = self._block((0, gs[1] * gs[2], 0, gs[0]))
         self.chunks: list[ctypes.Array] | None = None
         self.undecided = self.pool is not None and parallel is None
         self.on_decided: Callable[[bool], Any] | None = None
@@ -104,15 +115,15 @@ class Launch:
             self._use_pool(self.pool)
         self.direct = not sig.checked and self.pool is None
 
-    def _block(self, groups: tuple[int, int]) -> ctypes.Array:
+    def _block(self, rect: Rect) -> ctypes.Array:
         fault = _Fault() if self.sig.checked else None
         if fault is not None:
             self.faults.append(fault)
-        return argument_block(self.sig, *self._args, groups, fault)
+        return argument_block(self.sig, *self._args, rect, fault)
 
     def _use_pool(self, pool: GroupPool) -> None:
-        ranges = split_groups(self.groups, CHUNKS_PER_THREAD * pool.threads)
-        self.chunks = [self._block(r) for r in ranges]
+        rects = split_groups(self._args[2], CHUNKS_PER_THREAD * pool.threads)
+        self.chunks = [self._block(r) for r in rects]
         pool.start()  # now, so that starting threads does not count against the first pooled run
 
     def __call__(self, wait: bool = False) -> float | None:

@@ -8,15 +8,13 @@ corrupting the heap or killing the process. Element counts come from the buffers
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 from runtime_backends.cpu.abi import FAULT_FIELDS
+from runtime_core.config import CPU_MEMCHECK
 
-__all__ = ["MEMCHECK_ENV", "OutOfBoundsError", "memcheck_enabled", "fault_error"]
+__all__ = ["OutOfBoundsError", "memcheck_enabled", "fault_error"]
 
-MEMCHECK_ENV = "CPU_MEMCHECK"
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
 
 class OutOfBoundsError(IndexError):
@@ -34,21 +32,15 @@ class OutOfBoundsError(IndexError):
         super().__init__(
             f"kernel {kernel!r}: {'STORE' if self.store else 'LOAD'} out of bounds: buffer {self.slot} index "
             f"{self.index}, but the buffer holds {self.count} elements; group {self.group}, thread {self.thread} "
-            f"({MEMCHECK_ENV}=1 stopped the kernel before the access; what it stored before stays written)")
+            f"({CPU_MEMCHECK.name}=1 stopped the kernel before the access; what it stored before stays written)")
 
 
 def memcheck_enabled() -> bool:
     """Whether ``$CPU_MEMCHECK`` asks for checked kernels: 1/true/yes/on, or 0/false/no/off/empty/unset (any case).
 
-    Raises ``ValueError`` naming the variable for any other value.
+    Raises ``runtime_core.config.ConfigError`` (a ``ValueError``) naming the variable for any other value.
     """
-    text = os.environ.get(MEMCHECK_ENV, "").strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ValueError(f"${MEMCHECK_ENV}={os.environ[MEMCHECK_ENV]!r} is not a boolean: set {MEMCHECK_ENV}=1 to "
-                     f"bounds-check every CPU kernel access, {MEMCHECK_ENV}=0 (or unset it) for unchecked kernels")
+    return bool(CPU_MEMCHECK.get())
 
 
 def fault_error(kernel: str, record: Sequence[int]) -> OutOfBoundsError:

@@ -15,26 +15,20 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["THREADS_ENV", "GroupPool", "threads_from_env"]
+from runtime_core.config import CPU_THREADS
 
-THREADS_ENV = "CPU_THREADS"
+__all__ = ["GroupPool", "threads_from_env"]
 
 
 def threads_from_env() -> int:
     """Threads a CPU launch may use: ``$CPU_THREADS``, else the cores this process may run on (its CPU affinity).
 
-    Raises ``ValueError`` naming the variable when it is set to anything but an int >= 1.
+    Raises ``runtime_core.config.ConfigError`` (a ``ValueError``) naming the variable when it is set to anything but
+    an int >= 1.
     """
-    text = os.environ.get(THREADS_ENV, "").strip()
-    if not text:
+    threads = CPU_THREADS.get()
+    if threads is None:
         return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    try:
-        threads = int(text)
-    except ValueError:
-        threads = 0
-    if threads < 1:
-        raise ValueError(f"${THREADS_ENV}={os.environ[THREADS_ENV]!r} must be an int >= 1 (threads per CPU launch); "
-                         f"unset it to use every core this process may run on")
     return threads
 
 

@@ -2,28 +2,36 @@
 
 The function follows the calling convention of ``abi`` (``void <name>(const long long* rtk_args)``, arguments in an
 int64 block, a ``rtk_signature`` record naming the launch parameters it reads). It runs the groups of its range
-``[glo, ghi)`` (linear group index, x fastest) and, inside each group, every thread (z, y, x loops, x innermost), each
-thread executing the whole op list, so one object serves any launch shape and any split of the groups over threads.
-A kernel that stores nothing has no effect and renders as an empty function that takes no launch parameters.
+``[glo, ghi)`` (linear group index, x fastest), row by row of groups, and every thread of them, each thread executing
+the whole op list, so one object serves any launch shape and any split of the groups over threads. A kernel that
+stores nothing has no effect and renders as an empty function that takes no launch parameters.
 
-What compilers vectorize: the thread loops are plain counted loops whose x loop is innermost, so ``global id``
-indexing is contiguous in it; integer ADD/SUB/MUL of 32/64-bit values whose only use is a LOAD/STORE index (directly or
-through other such ops) are computed in ``long long`` without wrapping (the IR leaves a wrapped index undefined), so
-addresses are affine in the loop counters. Buffers the kernel only reads are ``const``. Pointers are not ``restrict``:
-the IR cannot prove that a launch's buffers do not overlap, so compilers check at run time where they vectorize.
+Loops shaped so the compiler's work matches the op. When the kernel reads its x group and x thread ids only as the
+global x id (``group * lsize + local``, what ``KernelBuilder.global_id(0)`` builds) and is unchecked, the threads of a
+row of groups run as one flat loop over the global x id (``rtk_gx``) inside the y and z thread loops; otherwise a loop
+over the row's x groups holds the z, y, x thread loops (x innermost). The innermost loop is a plain counted loop over
+consecutive ids, which compilers vectorize; Clang is told not to unroll it (``cexpr.HEADER``), which otherwise
+multiplies compile time for loops whose trip count is known only at run time. Integer ADD/SUB/MUL of 32/64-bit values
+whose only use is a LOAD/STORE index (directly or through other such ops) are computed in ``long long`` without
+wrapping (the IR leaves a wrapped index undefined), so addresses are affine in the loop counters. Buffers the kernel
+only reads are ``const``. Pointers are not ``restrict``: the IR cannot prove that a launch's buffers do not overlap,
+so compilers check at run time where they vectorize.
 
-Value semantics are in ``cexpr``. A gated load is ``gate ? p[i] : alt`` (the false arm never touches memory), a gated
-store is ``if (gate) p[i] = v;``. In checked mode (``memcheck``) every access first compares its index with the
-buffer's element count (from the byte sizes in the argument block); a failing check fills the fault record with the
-op, slot, index, count, group and thread ids and returns.
+Value semantics are in ``runtime_backends.cstyle`` (the C-family writer both C renderers share), the CPU's spelling in
+``cexpr``. In checked mode (``memcheck``) every access first compares its index with the buffer's element count (from
+the byte sizes in the argument block); a failing check fills the fault record with the op, slot, index, count, group
+and thread ids and returns. Checked kernels keep the group and thread loops, so the first fault found is that of the
+first thread in launch order.
 """
 
 from __future__ import annotations
 
 from runtime_backends.cpu.abi import FAULT_FIELDS, INT32_MAX, LAUNCH_PARAMS, MAX_PARAMS, SIGNATURE_SYMBOL, Signature
-from runtime_backends.cpu.cexpr import PRELUDE, alu_expr, cast_expr, ctype, render_const, storage_ctype
+from runtime_backends.cpu.cexpr import CPU_DIALECT, HEADER
 from runtime_backends.cpu.execmem import LIBC_WHITELIST, LIBM_WHITELIST
 from runtime_backends.cpu.memcheck import memcheck_enabled
+from runtime_backends.cstyle.values import helpers, storage_ctype
+from runtime_backends.cstyle.writer import CWriter
 from runtime_core.dtype import dtypes
 from runtime_core.ir import Kernel, Ops, UOp, validate
 from runtime_core.renderer import Renderer
@@ -40,6 +48,7 @@ _C_KEYWORDS = frozenset(
 _INDEX_ARITH = frozenset({Ops.ADD, Ops.SUB, Ops.MUL})
 _INDEX_DTYPES = frozenset({dtypes.int32, dtypes.uint32, dtypes.int64})
 _SPECIAL_NAMES = {"group": "gid", "local": "lid", "gsize": "gsz", "lsize": "lsz"}
+_RECT = ("rlo", "rhi", "xlo", "xhi")  # the call's rectangle of groups (abi), held as rtk_rlo ...
 
 
 class CRenderer(Renderer):
@@ -95,10 +104,7 @@ class CRenderer(Renderer):
 def index_only_ops(kernel: Kernel) -> set[int]:
     """ids of the 32/64-bit integer ADD/SUB/MUL ops (uint64 excluded: it wraps by definition) whose every use is a
     LOAD/STORE index or an operand of another such op: the renderer computes them in ``long long``."""
-    uses: dict[int, list[tuple[UOp, int]]] = {}
-    for u in kernel.ops:
-        for k, s in enumerate(u.src):
-            uses.setdefault(id(s), []).append((u, k))
+    uses = _uses(kernel)
     found: set[int] = set()
     for u in reversed(kernel.ops):  # SSA: every use comes after its definition
         if u.op in _INDEX_ARITH and u.dtype in _INDEX_DTYPES and id(u) in uses and all(
@@ -107,38 +113,66 @@ def index_only_ops(kernel: Kernel) -> set[int]:
     return found
 
 
-class _KernelWriter:
-    """Writes one kernel: the body (one C statement per op, blocks indented), then the entry around it."""
+
+
+def global_x_ops(kernel: Kernel) -> set[int] | None:
+    """ids of the ADD ops computing the global x id (``ADD(MUL(group 0, lsize 0), local 0)``, any operand order) when
+    the x group and x thread ids are read nowhere else (an empty set when not at all); None otherwise."""
+    uses = _uses(kernel)
+    adds: set[int] = set()
+    for u in kernel.ops:
+        if _is_special(u, "group"):
+            for mul, _ in uses.get(id(u), []):
+                if mul.op is not Ops.MUL or not any(_is_special(s, "lsize") for s in mul.src):
+                    return None
+                for add, _ in uses.get(id(mul), []):
+                    if add.op is not Ops.ADD or not any(_is_special(s, "local") for s in add.src):
+                        return None
+                    adds.add(id(add))
+    locals_ok = all(id(user) in adds for u in kernel.ops if _is_special(u, "local") for user, _ in uses.get(id(u), []))
+    return adds if locals_ok else None
+
+
+def _is_special(u: UOp, kind: str) -> bool:
+    return u.op is Ops.SPECIAL and u.arg == (kind, 0)
+
+
+def _uses(kernel: Kernel) -> dict[int, list[tuple[UOp, int]]]:
+    uses: dict[int, list[tuple[UOp, int]]] = {}
+    for u in kernel.ops:
+        for k, s in enumerate(u.src):
+            uses.setdefault(id(s), []).append((u, k))
+    return uses
+
+
+class _KernelWriter(CWriter):
+    """Writes one kernel: the body (``CWriter`` with the CPU's thread ids, index arithmetic and bounds checks), then
+    the entry around it: argument block, row loop, thread loops."""
+
+    dialect = CPU_DIALECT
 
     def __init__(self, kernel: Kernel, checked: bool) -> None:
-        self.k, self.checked = kernel, checked
+        super().__init__(kernel, depth=2)  # inside the function and the group/thread loops
+        self.checked = checked
         self.index_only = index_only_ops(kernel)
+        self.global_x = None if checked else global_x_ops(kernel)
         self.written = kernel.written_buffers()
-        self.names: dict[int, str] = {}
-        self.lines: list[str] = []
-        self.depth = 2  # inside the function and the group/thread loops
         self.specials: set[tuple[str, int]] = set()
 
     def source(self) -> str:
         k = self.k
-        for n, v in enumerate(k.vars):
-            self.names[id(v)] = f"a{n}"
-        for b in k.buffers:
-            self.names[id(b)] = f"b{b.arg}"
         stores = any(u.op is Ops.STORE for u in k.ops)
-        if stores:
-            for i, u in enumerate(k.ops):
-                self.emit_op(i, u)
+        body = self.body() if stores else ""
         launch = self.launch_params() if stores else ()
         sig = Signature(len(k.buffers), len(k.vars), launch, self.checked)
         record = f"const int {SIGNATURE_SYMBOL}[5] = {{{', '.join(hex(v) for v in sig.record())}}};\n"
         head = f"void {k.name}(const long long* rtk_args) {{\n"
         if not stores:
-            return f"{PRELUDE}{record}{head}  (void)rtk_args;  /* stores nothing: no effect */\n}}\n"
+            return f"{record}{head}  (void)rtk_args;  /* stores nothing: no effect */\n}}\n"
         prologue = "\n".join("  " + line for line in self.prologue(sig))
         loops = "\n".join("  " + line for line in self.loops())
-        return f"{PRELUDE}{self.fault_macro()}{record}{head}{prologue}\n{loops} {{\n" + "\n".join(self.lines) + \
-            "\n  }\n  }\n}\n"
+        return f"{HEADER}{helpers(self.dialect, body)}{self.fault_macro()}{record}{head}{prologue}\n{loops} {{\n" \
+            f"{body}\n  }}\n  }}\n}}\n"
 
     # ---- entry -------------------------------------------------------------------------------------------------
     def group_ids(self) -> bool:
@@ -146,7 +180,8 @@ class _KernelWriter:
         return self.checked or any(("group", d) in self.specials for d in (1, 2))
 
     def launch_params(self) -> tuple[str, ...]:
-        need = {"gsz0", "lsz0", "lsz1", "lsz2", "glo", "ghi"} | {f"gsz{d}" for d in (1, 2) if ("gsize", d) in self.specials}
+        need = {"lsz0", "lsz1", "lsz2", "rlo", "rhi", "xlo", "xhi"}
+        need |= {f"gsz{d}" for d in (0, 1, 2) if ("gsize", d) in self.specials}
         if self.group_ids():
             need.add("gsz1")
         return tuple(p for p in LAUNCH_PARAMS if p in need)
@@ -156,10 +191,11 @@ class _KernelWriter:
         lines = []
         for b in k.buffers:
             const = "" if b.arg in self.written else "const "
-            lines.append(f"{const}{storage_ctype(b.dtype)}* b{b.arg} = ({const}{storage_ctype(b.dtype)}*)rtk_args[{b.arg}];")
+            t = storage_ctype(self.dialect, b.dtype)
+            lines.append(f"{const}{t}* b{b.arg} = ({const}{t}*)rtk_args[{b.arg}];")
         lines += [f"const int a{n} = (int)rtk_args[{sig.buffers + n}];  /* {v.arg} */" for n, v in enumerate(k.vars)]
         for j, p in enumerate(sig.launch):
-            t = "long long" if p in ("glo", "ghi") else "int"
+            t = "long long" if p in _RECT else "int"
             lines.append(f"const {t} {'rtk_' + p if t == 'long long' else p} = ({t})rtk_args[{sig.launch_offset + j}];")
         if self.checked:
             lines += [f"const unsigned long long rtk_n{b.arg} = (unsigned long long)rtk_args[{sig.sizes_offset + b.arg}] "
@@ -168,16 +204,28 @@ class _KernelWriter:
         return lines
 
     def loops(self) -> list[str]:
-        """The group range loop (one division per row of groups) and the thread loops, innermost x."""
-        lines = ["for (long long rtk_g = rtk_glo; rtk_g < rtk_ghi;) {",
-                 "  int gid0 = (int)(rtk_g % gsz0);"]
+        """The loops over the call's rectangle of groups and their threads, innermost a counted loop over x."""
+        if self.global_x is None:
+            lines = ["for (long long rtk_row = rtk_rlo; rtk_row < rtk_rhi; rtk_row++) {"]
+            lines += self.group_ids_of("rtk_row")
+            lines.append("  for (int gid0 = (int)rtk_xlo; gid0 < rtk_xhi; gid0++)")
+            lines += [f"  for (int lid{d} = 0; lid{d} < lsz{d}; lid{d}++)" for d in (2, 1)]
+            return lines + ["  RTK_THREADS", "  for (int lid0 = 0; lid0 < lsz0; lid0++)"]
+        # flat: one loop over (row, lid2, lid1), lid1 fastest; the global x id counts the rectangle's x threads
+        lines = ["const long long rtk_gx0 = rtk_xlo * lsz0, rtk_gx1 = rtk_xhi * lsz0;",
+                 "for (long long rtk_r = 0, rtk_rn = (rtk_rhi - rtk_rlo) * lsz1 * lsz2; rtk_r < rtk_rn; rtk_r++) {"]
+        if ("local", 1) in self.specials:
+            lines.append("  const int lid1 = (int)(rtk_r % lsz1);")
+        if ("local", 2) in self.specials:
+            lines.append("  const int lid2 = (int)(rtk_r / lsz1 % lsz2);")
         if self.group_ids():
-            lines += ["  const long long rtk_row = rtk_g / gsz0;",
-                      "  const int gid1 = (int)(rtk_row % gsz1), gid2 = (int)(rtk_row / gsz1);"]
-        lines += ["  const int rtk_end0 = rtk_ghi - rtk_g < gsz0 - gid0 ? gid0 + (int)(rtk_ghi - rtk_g) : gsz0;",
-                  "  rtk_g += rtk_end0 - gid0;",
-                  "  for (; gid0 < rtk_end0; gid0++)"]
-        return lines + [f"  for (int lid{d} = 0; lid{d} < lsz{d}; lid{d}++)" for d in (2, 1, 0)]
+            lines.append("  const long long rtk_row = rtk_rlo + rtk_r / ((long long)lsz1 * lsz2);")
+            lines += self.group_ids_of("rtk_row")
+        return lines + ["  RTK_THREADS", "  for (long long rtk_gx = rtk_gx0; rtk_gx < rtk_gx1; rtk_gx++)"]
+
+    def group_ids_of(self, row: str) -> list[str]:
+        """gid1 and gid2 from the row index, where needed."""
+        return [f"  const int gid1 = (int)({row} % gsz1), gid2 = (int)({row} / gsz1);"] if self.group_ids() else []
 
     def fault_macro(self) -> str:
         if not self.checked:
@@ -187,56 +235,25 @@ class _KernelWriter:
         sets = " ".join(f"rtk_fault[{j}] = {fields[f]};" for j, f in enumerate(FAULT_FIELDS))
         return f"#define RTK_FAULT(s, i, n, st) do {{ {sets} return; }} while (0)\n"
 
-    # ---- body --------------------------------------------------------------------------------------------------
-    def line(self, text: str) -> None:
-        self.lines.append("  " * self.depth + text)
+    # ---- body: what the CPU decides ----------------------------------------------------------------------------
+    def special(self, i: int, u: UOp) -> None:
+        kind, dim = u.arg
+        self.specials.add((kind, dim))
+        self.names[id(u)] = _SPECIAL_NAMES[kind] + str(dim)
 
-    def n(self, u: UOp) -> str:
-        return self.names[id(u)]
-
-    def define(self, i: int, u: UOp, expr: str, t: str | None = None) -> None:
-        self.names[id(u)] = f"v{i}"
-        self.line(f"{t or ctype(u.dtype)} v{i} = {expr};")
-
-    def emit_op(self, i: int, u: UOp) -> None:
-        op = u.op
-        if op in (Ops.PARAM, Ops.VAR):
-            return
-        if op is Ops.SPECIAL:
-            kind, dim = u.arg
-            self.specials.add((kind, dim))
-            self.names[id(u)] = _SPECIAL_NAMES[kind] + str(dim)
-        elif op is Ops.CONST:
-            self.define(i, u, render_const(u.arg, u.dtype))
-        elif op is Ops.ACC:
-            self.define(i, u, self.n(u.src[0]))
-        elif op is Ops.ASSIGN:
-            self.line(f"{self.n(u.src[0])} = {self.n(u.src[1])};")
-        elif op is Ops.LOAD:
-            self.load(i, u)
-        elif op is Ops.STORE:
-            self.store(u)
-        elif op is Ops.RANGE:
-            v, t, (start, end) = f"v{i}", ctype(u.dtype), u.src
-            self.names[id(u)] = v
-            # the bound is read once, at the RANGE op (it may be an ACC that the loop body assigns)
-            self.line(f"for ({t} {v} = {self.n(start)}, {v}_end = {self.n(end)}; {v} < {v}_end; {v}++) {{")
-            self.depth += 1
-        elif op is Ops.IF:
-            self.line(f"if ({self.n(u.src[0])}) {{")
-            self.depth += 1
-        elif op in (Ops.ENDRANGE, Ops.ENDIF):
-            self.depth -= 1
-            self.line("}")
-        elif op is Ops.BITCAST:
-            self.bitcast(i, u)
-        elif op is Ops.CAST:
-            self.define(i, u, cast_expr(self.n(u.src[0]), u.src[0].dtype, u.dtype))
+    def alu(self, i: int, u: UOp) -> None:
+        if self.global_x is not None and u.op is Ops.MUL and any(_is_special(s, "group") for s in u.src):
+            return  # only the global x id reads it (global_x_ops), which the flat loop counts
+        if self.global_x is not None and id(u) in self.global_x:
+            if id(u) in self.index_only:
+                self.names[id(u)] = "rtk_gx"
+            else:
+                self.define(i, u, "(int)rtk_gx")  # int32 wraps as the IR's ADD does (modulo 2**32 conversion)
         elif id(u) in self.index_only:
             a, b = (self.n(s) if id(s) in self.index_only else f"(long long){self.n(s)}" for s in u.src)
-            self.define(i, u, f"{a} {'+' if op is Ops.ADD else '-' if op is Ops.SUB else '*'} {b}", "long long")
-        else:  # ALU; LOCAL and BARRIER were rejected by Renderer.check
-            self.define(i, u, alu_expr(op, u.src[-1].dtype, [self.n(s) for s in u.src]))
+            self.define(i, u, f"{a} {'+' if u.op is Ops.ADD else '-' if u.op is Ops.SUB else '*'} {b}", "long long")
+        else:
+            super().alu(i, u)
 
     def bounds(self, u: UOp, store: bool) -> str:
         """The checked kernel's test of one access (empty when unchecked)."""
@@ -248,31 +265,18 @@ class _KernelWriter:
         return f"if ({as_unsigned} >= {count}) RTK_FAULT({ptr.arg}, {index}, {count}, {int(store)});"
 
     def load(self, i: int, u: UOp) -> None:
-        ptr, idx = self.n(u.src[0]), self.n(u.src[1])
-        access = f"({ptr}[{idx}] != 0)" if u.dtype is dtypes.bool else f"{ptr}[{idx}]"
-        gated = len(u.src) == 4
         if not self.checked:
-            self.define(i, u, f"({self.n(u.src[2])} ? {access} : {self.n(u.src[3])})" if gated else access)
-        elif gated:
+            super().load(i, u)
+        elif len(u.src) == 4:
             self.define(i, u, self.n(u.src[3]))
-            self.line(f"if ({self.n(u.src[2])}) {{ {self.bounds(u, False)} v{i} = {access}; }}")
+            self.line(f"if ({self.n(u.src[2])}) {{ {self.bounds(u, False)} v{i} = {self.access(u)}; }}")
         else:
             self.line(self.bounds(u, False))
-            self.define(i, u, access)
+            self.define(i, u, self.access(u))
 
     def store(self, u: UOp) -> None:
-        ptr, idx, val = self.n(u.src[0]), self.n(u.src[1]), self.n(u.src[2])
-        stmt = f"{ptr}[{idx}] = {val};"
-        if self.checked:
-            stmt = f"{{ {self.bounds(u, True)} {stmt} }}"
-        self.line(f"if ({self.n(u.src[3])}) {stmt}" if len(u.src) == 4 else stmt)
-
-    def bitcast(self, i: int, u: UOp) -> None:
-        src, sdt, dt = self.n(u.src[0]), u.src[0].dtype, u.dtype
-        if dt is dtypes.bool:
-            self.define(i, u, f"({src} != 0)")
-        elif sdt is dtypes.bool or sdt.itemsize == 2 or sdt.is_int and dt.is_int:
-            self.define(i, u, f"({ctype(dt)}){src}")  # same-size integer patterns (16-bit floats are bit patterns)
+        if not self.checked:
+            super().store(u)
         else:
-            self.names[id(u)] = f"v{i}"
-            self.line(f"{ctype(dt)} v{i}; __builtin_memcpy(&v{i}, &{src}, {dt.itemsize});")
+            stmt = f"{self.n(u.src[0])}[{self.n(u.src[1])}] = {self.n(u.src[2])};"
+            self.line(self.guarded(u, f"{{ {self.bounds(u, True)} {stmt} }}"))

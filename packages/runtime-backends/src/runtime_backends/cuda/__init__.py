@@ -3,6 +3,7 @@ of ``mock_gpu`` with ``MOCKGPU=1``.
 
 Modules: ``driver`` (the driver module, result checking), ``device`` (CUDADevice, the entry point), ``limits``
 (device attributes), ``allocator`` and ``staging`` (memory and copies), ``compiler`` (NVRTC, PTX stamping),
-``renderer_c`` and ``renderer_ptx`` with ``ptx_alu``/``ptx_math`` (kernel IR -> CUDA C / PTX), ``layout`` (what both
-renderers share), ``ptx_info`` (kernel signatures from PTX), ``program`` (CUDAProgram), ``graph`` (CUDAGraph).
+``renderer_c`` (kernel IR -> CUDA C with ``runtime_backends.cstyle``) and ``renderer_ptx`` with ``ptx_alu``/``ptx_math``
+(kernel IR -> PTX), ``layout`` (what both renderers share), ``ptx_info`` (kernel signatures from PTX), ``program``
+(CUDAProgram), ``graph`` (CUDAGraph).
 """

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import re
 from collections.abc import Callable
 from typing import Any
@@ -25,13 +24,13 @@ from runtime_backends.cuda.program import CUDAProgram
 from runtime_backends.cuda.renderer_c import CUDARenderer
 from runtime_backends.cuda.renderer_ptx import PTXRenderer
 from runtime_core.compiler import Compiler
+from runtime_core.config import PTX
 from runtime_core.device import Compiled
 from runtime_core.renderer import Renderer
 
-__all__ = ["CUDADevice", "PTX_ENV"]
+__all__ = ["CUDADevice"]
 
 log = logging.getLogger(__name__)
-PTX_ENV = "PTX"
 _NAME = re.compile(r"CUDA(?::(\d+))?")
 _NON_BLOCKING = 0x1  # CU_STREAM_NON_BLOCKING: no implicit synchronization with the legacy default stream
 _DISABLE_TIMING = 0x2  # CU_EVENT_DISABLE_TIMING
@@ -42,16 +41,6 @@ def _ordinal(device: str) -> int:
     if m is None:
         raise ValueError(f"CUDA device names are 'CUDA' or 'CUDA:<ordinal>' (e.g. CUDA:1), got {device!r}")
     return int(m.group(1) or 0)
-
-
-def _ptx_requested() -> bool:
-    text = os.environ.get(PTX_ENV, "").strip()
-    if text in ("", "0"):
-        return False
-    try:
-        return int(text) != 0
-    except ValueError:
-        raise ValueError(f"${PTX_ENV}={text!r} is not an int: set {PTX_ENV}=1 for the PTX renderer, or unset it") from None
 
 
 class CUDADevice(Compiled):
@@ -75,7 +64,7 @@ class CUDADevice(Compiled):
     allocator: CUDAAllocator
 
     def __init__(self, device: str = "CUDA") -> None:
-        ordinal, ptx = _ordinal(device), _ptx_requested()
+        ordinal, ptx = _ordinal(device), bool(PTX.get())
         cu = driver_module()
         count = init_driver(cu)
         if ordinal >= count:

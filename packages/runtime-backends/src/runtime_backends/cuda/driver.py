@@ -10,13 +10,13 @@ arguments and what to do.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-__all__ = ["CUDAError", "CUDAOutOfMemoryError", "DriverUnavailableError", "MOCK_ENV", "check", "driver_module",
+from runtime_core.config import MOCKGPU
+
+__all__ = ["CUDAError", "CUDAOutOfMemoryError", "DriverUnavailableError", "check", "driver_module",
            "init_driver", "is_not_ready", "is_success", "make_error", "result_name"]
 
-MOCK_ENV = "MOCKGPU"
 _NOT_READY = 600  # CUDA_ERROR_NOT_READY: a query whose work is still pending, not a failure
 
 
@@ -43,23 +43,24 @@ class CUDAOutOfMemoryError(CUDAError, MemoryError):
 
 
 def driver_module() -> Any:
-    """The CUDA driver API module: ``mock_gpu.driver`` when ``$MOCKGPU`` is ``1``, else ``cuda.bindings.driver``.
+    """The CUDA driver API module: ``mock_gpu.driver`` when ``$MOCKGPU`` is true, else ``cuda.bindings.driver``.
 
-    Raises :class:`DriverUnavailableError` naming what to install when the chosen module cannot be imported.
+    Raises :class:`DriverUnavailableError` naming what to install when the chosen module cannot be imported, and
+    ``runtime_core.config.ConfigError`` when ``$MOCKGPU`` is not a boolean (never a silent choice of driver).
     """
-    if os.environ.get(MOCK_ENV, "0") == "1":
+    if MOCKGPU.get():
         try:
             # mypy, run from the repository root, takes the mock_gpu/ project folder for a namespace package
             from mock_gpu import driver as mock  # type: ignore[attr-defined]
         except ImportError as e:
-            raise DriverUnavailableError(f"{MOCK_ENV}=1 selects the emulated GPU, but mock_gpu cannot be imported "
+            raise DriverUnavailableError(f"{MOCKGPU.name}=1 selects the emulated GPU, but mock_gpu cannot be imported "
                                          f"({e}); install it with `pip install -e mock_gpu`") from e
         return mock
     try:
         from cuda.bindings import driver
     except ImportError as e:
         raise DriverUnavailableError(f"the CUDA driver bindings are not installed ({e}); run `pip install "
-                                     f"cuda-bindings`, or set {MOCK_ENV}=1 to use the emulated GPU") from e
+                                     f"cuda-bindings`, or set {MOCKGPU.name}=1 to use the emulated GPU") from e
     return driver
 
 
@@ -73,7 +74,7 @@ def init_driver(cu: Any) -> int:
         result = cu.cuInit(0)
     except Exception as e:  # cuda-bindings raises when libcuda.so cannot be found
         raise DriverUnavailableError(f"the NVIDIA driver library cannot be loaded ({type(e).__name__}: {e}); install "
-                                     f"the NVIDIA driver on a machine with a GPU, or set {MOCK_ENV}=1 to use the "
+                                     f"the NVIDIA driver on a machine with a GPU, or set {MOCKGPU.name}=1 to use the "
                                      f"emulated GPU") from e
     if result_name(cu, result[0]) == "CUDA_ERROR_NO_DEVICE":
         raise DriverUnavailableError("cuInit: no CUDA-capable device is visible; check `nvidia-smi` and "

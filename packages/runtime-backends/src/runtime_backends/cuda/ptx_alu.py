@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from runtime_backends.cuda.consts import HALF
+from runtime_backends.cstyle.constants import HALF
 from runtime_core.dtype import DType, dtypes
 from runtime_core.ir import Ops
 

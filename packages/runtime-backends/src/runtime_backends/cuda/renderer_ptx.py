@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from runtime_backends.cstyle.constants import HALF, float_bits
 from runtime_backends.cuda import ptx_alu as A
-from runtime_backends.cuda.consts import HALF, float_bits
 from runtime_backends.cuda.layout import CUDARendererBase, SharedLayout
 from runtime_backends.cuda.ptx_info import shared_record
 from runtime_backends.cuda.ptx_math import func_source

@@ -47,7 +47,7 @@ class StagingSink(CopySink):
         chunk = self.chunks[slot] if slot is not None and 0 <= slot < len(self.chunks) else None
         address = int(np.frombuffer(data, np.uint8).ctypes.data)
         if chunk is None or not chunk.ptr <= address <= chunk.ptr + chunk.size - data.nbytes:
-            self.allocator._copyin(self.dest + offset, data)
+            self.allocator.copyin(self.dest + offset, data)
             return
         dev = self.allocator.dev
         cu = dev.activate()

@@ -1,4 +1,4 @@
-"""DiskAllocator: buffers are byte ranges of the device's file, reached through its mapping."""
+"""DiskAllocator: buffers are byte ranges of the device's file, copied with reads and writes of it."""
 
 from __future__ import annotations
 
@@ -38,14 +38,17 @@ class FileDevice(Protocol):
 
     def write(self, buf: DiskBuffer, data: memoryview) -> None: ...
 
+    def transfer_from(self, buf: DiskBuffer, src_dev: Any, src: DiskBuffer, size: int) -> None: ...
+
     def read_into(self, sink: CopySink, buf: DiskBuffer, size: int) -> None: ...
 
 
 class DiskAllocator(Allocator):
     """Allocations on one DISK device (``self.dev``): each starts at byte 0 of the file; views (``_offset``) are byte
-    ranges at any offset, a view of a view adds the offsets (``Buffer.view`` passes the sum). Copies in write through
-    the mapping, copies out and copies to other devices (``_copyout_sink``) read through the device's reader, and
-    ``_as_buffer`` is the mapping itself (read-only for a read-only file).
+    ranges at any offset, a view of a view adds the offsets (``Buffer.view`` passes the sum). Copies in are written
+    with ``pwrite`` after reserving the space, copies out and copies to other devices (``_copyout_sink``) read through
+    the device's reader, and ``_as_buffer`` is the mapping itself (read-only for a read-only file; ``SIGBUS`` when
+    touched after another process truncated the file: use copies where the file can change).
 
     Raises ``ValueError`` for ``BufferSpec.external_ptr`` (a file cannot wrap caller memory) and for a double free.
     """
@@ -86,4 +89,4 @@ class DiskAllocator(Allocator):
         self.dev.read_into(sink, src, size)
 
     def _transfer(self, dest: DiskBuffer, src: DiskBuffer, size: int, src_dev: Any, dest_dev: Any) -> None:
-        self.dev.write(dest, src_dev.host_view(src, size))
+        self.dev.transfer_from(dest, src_dev, src, size)

@@ -9,23 +9,31 @@ import os
 import threading
 from collections import Counter
 
+import numpy as np
+
 from runtime_backends.disk.allocator import DiskAllocator, DiskBuffer
 from runtime_backends.disk.files import PAGE, DiskFile, canonical_name, parse_target
-from runtime_backends.disk.readers import FileFds, PreadReader, ReadStats, StagingPool, UringReader, plan
+from runtime_backends.disk.readers import (
+    MERGE,
+    FileFds,
+    PreadReader,
+    ReadStats,
+    StagingPool,
+    UringReader,
+    plan,
+    read_cached_prefix,
+)
+from runtime_backends.disk.readpath import storage_prefers_direct
 from runtime_backends.disk.uring import Ring
+from runtime_core.config import DISK_IO_URING, DISK_O_DIRECT
 from runtime_core.device import Compiled
-from runtime_core.sink import CopySink
+from runtime_core.sink import CopySink, HostSink
 
-__all__ = ["DiskDevice", "IO_URING_ENV", "O_DIRECT_ENV", "STREAM_MIN", "CHUNK", "DEPTH", "RING_ENTRIES"]
+__all__ = ["DiskDevice", "STREAM_MIN", "CHUNK", "DEPTH", "RING_ENTRIES"]
 
 log = logging.getLogger(__name__)
-IO_URING_ENV = "DISK_IO_URING"
-"""``DISK_IO_URING=0`` makes every DISK read use the ``preadv`` fallback (checked at each copy)."""
-O_DIRECT_ENV = "DISK_O_DIRECT"
-"""``DISK_O_DIRECT=0`` makes uncached chunks read buffered instead of with O_DIRECT (on virtual disks whose host
-caches the image, buffered reads with readahead can be faster)."""
 STREAM_MIN = 1 << 20
-"""Copies out shorter than this (bytes) are one memcpy from the mapping: page faults read what is not cached."""
+"""Copies out shorter than this (bytes) are one ``preadv`` (no page-cache residency check)."""
 CHUNK = 2 << 20
 """Bytes per staging buffer, and per read request."""
 DEPTH = 8
@@ -44,10 +52,12 @@ class DiskDevice(Compiled):
     DISK holds data, and copies move it to and from other devices.
 
     Every buffer of the device shares one open file and one mapping; the first allocation opens it, a larger one maps
-    more of it, the last free unmaps and closes it. Copies out of at least :data:`STREAM_MIN` bytes (``copyout``, and
-    ``Buffer.copy_from`` a DISK buffer to any device) copy the chunks already in the page cache from the mapping and
-    read the others through the device's io_uring ring (:mod:`runtime_backends.disk.readers`), O_DIRECT where the file
-    system supports it; when io_uring cannot be set up (``EPERM`` from seccomp or ``kernel.io_uring_disabled``,
+    more of it, the last free unmaps and closes it. Copies never touch the mapping (see :mod:`runtime_backends.disk.files`:
+    a file truncated meanwhile is an error, never ``SIGBUS``): copies in reserve then ``pwrite``; copies out of at least
+    :data:`STREAM_MIN` bytes (``copyout``, and ``Buffer.copy_from`` a DISK buffer to any device) read the chunks
+    already in the page cache with ``preadv`` and the others through the device's io_uring ring
+    (:mod:`runtime_backends.disk.readers`), with O_DIRECT or buffered as :attr:`read_choice` says; when io_uring cannot
+    be set up (``EPERM`` from seccomp or ``kernel.io_uring_disabled``,
     ``ENOSYS``, ``ENOMEM``) or ``DISK_IO_URING=0``, they use ``preadv``, and the reason is logged once and kept in
     :attr:`io_uring_error`. :attr:`read_path` and :attr:`bytes_by_path` say which path ran. The ring belongs to this
     object, is created at the first streamed copy and closed by :meth:`finalize`; a lock serializes the device's
@@ -67,14 +77,17 @@ class DiskDevice(Compiled):
         self._staging: StagingPool | None = None
         self._direct_fd = -1
         self._direct_tried = False
+        self._storage_choice: tuple[bool, str] | None = None
         self.io_uring_error: str | None = None
         """Why streamed copies do not use io_uring (``None`` while they do, or before the first one)."""
         self.read_path: str | None = None
-        """What read the file for the last streamed copy: ``"io_uring"``, ``"preadv"``, or ``"mmap"`` when every byte
-        came from the mapping (already cached, or a copy shorter than ``STREAM_MIN``)."""
+        """What read the file for the last copy out: ``"io_uring"`` or ``"preadv"`` (the fallback, and every copy
+        shorter than ``STREAM_MIN``) when it read uncached chunks, ``"page_cache"`` when every chunk was cached."""
+        self.read_choice: str | None = None
+        """How uncached chunks of this file are read, and why: O_DIRECT or buffered (set at the first cold read)."""
         self.bytes_by_path: Counter[str] = Counter()
-        """Bytes copied out per path (``"io_uring"``, ``"preadv"``, ``"mmap"``), and ``"o_direct"`` of them read
-        with O_DIRECT, since the device was opened."""
+        """Bytes copied out per path (``"io_uring"``, ``"preadv"``, ``"page_cache"``), and ``"o_direct"`` of them
+        read with O_DIRECT, since the device was opened."""
         self.last_stats = ReadStats()
 
     @classmethod
@@ -90,7 +103,7 @@ class DiskDevice(Compiled):
             try:
                 self.file.open(size)
                 if self.file.size() >= size:
-                    self.file.view(0, size, write=False, extent=size)
+                    self.file.view(0, size)
             except BaseException:
                 if self._allocations == 0:
                     self._close_file()
@@ -110,24 +123,38 @@ class DiskDevice(Compiled):
             self._staging = None
         if self._direct_fd >= 0:
             os.close(self._direct_fd)
-        self._direct_fd, self._direct_tried = -1, False
+        self._direct_fd, self._direct_tried, self._storage_choice = -1, False, None
         self.file.close()
 
     # data
     def host_view(self, buf: DiskBuffer, size: int) -> memoryview:
         """The mapping of ``buf``'s first ``size`` bytes (zero-copy; read-only for a read-only file). Read use:
-        ``FileNotFoundError``/``ValueError`` when they lie past the end of the file."""
+        ``FileNotFoundError``/``ValueError`` when they lie past the end of the file. The view is the file's pages
+        themselves: touching it after another process shrank the file raises ``SIGBUS``."""
         with self._lock:
-            return self.file.view(buf.offset, buf.offset + size, write=False, extent=buf.extent)
+            return self.file.view(buf.offset, buf.offset + size)
 
     def write(self, buf: DiskBuffer, data: memoryview) -> None:
-        """Write ``data`` at ``buf``'s offset through the mapping, never past ``buf`` (``ValueError`` if it is
+        """Write ``data`` at ``buf``'s offset (reserve, then ``pwrite``), never past ``buf`` (``ValueError`` if it is
         longer); creates or grows the file as :mod:`runtime_backends.disk.files` says, ``PermissionError`` for a
-        read-only file. Nothing is written when it raises."""
+        read-only file, ``OSError(ENOSPC)`` for a full file system. Nothing is written when reserving fails."""
         if data.nbytes > buf.size:
             raise ValueError(f"{data.nbytes} bytes do not fit a DISK buffer of {buf.size} bytes")
         with self._lock:
-            self.file.view(buf.offset, buf.offset + data.nbytes, write=True, extent=buf.extent)[:] = data
+            self.file.reserve(buf.offset, buf.offset + data.nbytes, extent=buf.extent)
+            self.file.pwrite(data, buf.offset)
+
+    def transfer_from(self, buf: DiskBuffer, src_dev: DiskDevice, src: DiskBuffer, size: int) -> None:
+        """Copy ``size`` bytes of ``src`` (a buffer of ``src_dev``, possibly this device) to ``buf``: the destination
+        range is reserved first (``OSError(ENOSPC)`` with nothing written), then pieces of :data:`CHUNK` bytes are read
+        and written. A source that ends early raises as :meth:`read_into` does, leaving the pieces before it written."""
+        with self._lock:
+            self.file.reserve(buf.offset, buf.offset + size, extent=buf.extent)
+        bounce = memoryview(bytearray(min(size, CHUNK)))
+        for at in range(0, size, CHUNK):
+            n = min(CHUNK, size - at)
+            src_dev.read_into(HostSink(bounce[:n]), DiskBuffer(src.offset + at, n, src.extent), n)
+            self.write(DiskBuffer(buf.offset + at, n, buf.extent), bounce[:n])
 
     def read_into(self, sink: CopySink, buf: DiskBuffer, size: int) -> None:
         """Copy ``buf``'s first ``size`` bytes into ``sink`` (see the class docstring for the paths).
@@ -137,30 +164,44 @@ class DiskDevice(Compiled):
         unspecified then.
         """
         with self._lock:
-            mapped = self.file.view(buf.offset, buf.offset + size, write=False, extent=buf.extent)
+            self.file.check_range(buf.offset, buf.offset + size)
             try:
-                if size < STREAM_MIN:
-                    sink.deliver(mapped, 0, None)
-                    self._count("mmap", size, ReadStats())
-                else:
-                    self._stream(sink, mapped, buf.offset, size)
+                self._stream(sink, buf.offset, size)
             except BaseException:
                 with contextlib.suppress(Exception):  # the read's error is the one to report
                     sink.finish()
                 raise
             sink.finish()
 
-    def _stream(self, sink: CopySink, mapped: memoryview, offset: int, size: int) -> None:
+    def _stream(self, sink: CopySink, offset: int, size: int) -> None:
         staging = sink.staging() or self._own_staging()
-        jobs = plan(offset, size, staging[0].nbytes, self.file.resident(offset, offset + size))
-        copies = [functools.partial(sink.deliver, mapped[j.dest:j.dest + j.length], j.dest, None) for j in jobs.mapped]
-        reader = self._reader()
-        stats = reader.run(self._fds(reads=bool(jobs.reads)), jobs.reads, copies, sink, staging)
+        merge = None if sink.host is None else MERGE  # without host memory every job goes through a staging buffer
+        done, calls = 0, 0
+        if size < STREAM_MIN:
+            reader: UringReader | PreadReader = PreadReader()
+            pages = -(-(offset + size) // PAGE) - offset // PAGE
+            jobs = plan(offset, size, staging[0].nbytes, np.zeros(pages, bool), merge)
+        else:
+            if sink.host is not None:  # what the page cache holds, in one read; the rest is planned page by page
+                done, calls = read_cached_prefix(FileFds(self.file.fd, name=str(self.file.target)), sink.host, offset)
+            start, rest = offset + done, size - done
+            jobs = plan(start, rest, staging[0].nbytes, self._residency(start, rest), merge, dest=done)
+            reader = self._reader() if jobs.reads else PreadReader()
+        stats = reader.run(self._fds(reads=bool(jobs.reads)), jobs, sink, staging)
+        stats.requests, stats.cached_bytes = stats.requests + calls, stats.cached_bytes + done
         if stats.direct_refused:
             _log_once(f"DISK {self.file.target}: O_DIRECT reads were refused (EINVAL); reading buffered")
             os.close(self._direct_fd)
             self._direct_fd = -1
-        self._count(reader.name if jobs.reads else "mmap", size, stats)
+        self._count(reader.name if jobs.reads else "page_cache", size, stats)
+
+    def _residency(self, start: int, size: int) -> np.ndarray:
+        """Which pages of file bytes ``[start, start + size)`` to read as cached. Looked up (mincore(2), which walks
+        every page) only for O_DIRECT reads, which would read cached pages from the disk again; buffered reads of
+        cached pages are served from the page cache by the kernel anyway."""
+        if size and self._wants_direct():
+            return self.file.resident(start, start + size)
+        return np.zeros(-(-(start + size) // PAGE) - start // PAGE, bool)
 
     def _count(self, path: str, size: int, stats: ReadStats) -> None:
         self.read_path, self.last_stats = path, stats
@@ -173,8 +214,8 @@ class DiskDevice(Compiled):
         return self._staging.views
 
     def _reader(self) -> UringReader | PreadReader:
-        if os.environ.get(IO_URING_ENV, "").strip() == "0":
-            self.io_uring_error = f"disabled by {IO_URING_ENV}=0"
+        if not DISK_IO_URING.get():
+            self.io_uring_error = f"disabled by {DISK_IO_URING.name}=0"
             _log_once(f"DISK: io_uring {self.io_uring_error}; reads use preadv")
             return PreadReader()
         if self._ring is None:
@@ -188,13 +229,26 @@ class DiskDevice(Compiled):
         return UringReader(self._ring, DEPTH)
 
     def _fds(self, reads: bool) -> FileFds:
-        """The file's descriptors; the O_DIRECT one is opened at the first read (``-1`` where the file system
-        refuses O_DIRECT, or when it would not be the same file)."""
-        if reads and not self._direct_tried and not self.file.target.shm:
+        """The file's descriptors for a copy; the O_DIRECT one only when cold chunks are to be read with O_DIRECT
+        (``DISK_O_DIRECT``, else :func:`storage_prefers_direct`), opened at the first such read (``-1`` where the file
+        system refuses O_DIRECT, or when it would not be the same file)."""
+        direct = reads and self._wants_direct()
+        if direct and not self._direct_tried:
             self._direct_tried = True
             self._direct_fd = _open_direct(self.file)
-        direct = -1 if os.environ.get(O_DIRECT_ENV, "").strip() == "0" else self._direct_fd
-        return FileFds(self.file.fd, direct, PAGE, str(self.file.target))
+        return FileFds(self.file.fd, self._direct_fd if direct else -1, PAGE, str(self.file.target))
+
+    def _wants_direct(self) -> bool:
+        forced = DISK_O_DIRECT.get()
+        if self.file.target.shm:
+            self.read_choice = "buffered: a shared-memory segment is memory"
+        elif forced is not None:
+            self.read_choice = f"{'O_DIRECT' if forced else 'buffered'}: set by {DISK_O_DIRECT.name}"
+        else:
+            if self._storage_choice is None:
+                self._storage_choice = storage_prefers_direct(self.file.fd)
+            self.read_choice = self._storage_choice[1]
+        return self.read_choice.startswith("O_DIRECT")
 
     def page_cache_residency(self, offset: int, size: int) -> float:
         """The fraction (0..1) of the pages of file bytes ``[offset, offset + size)`` in the page cache now; the range
@@ -203,7 +257,7 @@ class DiskDevice(Compiled):
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ValueError(f"page_cache_residency: {what} must be an int >= {least} bytes, got {value!r}")
         with self._lock:
-            self.file.view(offset, offset + size, write=False, extent=offset + size)
+            self.file.check_range(offset, offset + size)
             return float(self.file.resident(offset, offset + size).mean())
 
     def drop_page_cache(self) -> None:

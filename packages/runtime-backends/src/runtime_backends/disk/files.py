@@ -8,10 +8,16 @@ Read use never creates or grows a file; write use may. A file is opened read-wri
 and this process may write it (a file without any write bit is opened read-only, even by root), else read-only. Reading
 bytes past the end of a file (or of a file that does not exist) is an error that changes nothing. Writing past the end
 (``Buffer.copyin``, a copy into a DISK buffer) first creates the file (a missing one, with mode 0666 & ~umask) or grows
-it to the end of the buffer's allocation, reserving the space with ``posix_fallocate`` so that a full disk is an
-``OSError`` here and never a ``SIGBUS`` in the middle of a copy; if that fails, the file is put back as it was (a file
-this call created is removed). A shared-memory segment is memory: allocating a buffer on it creates the segment (mode
-0600) or grows it to the buffer's size; if growing fails, a segment that allocation created is removed again.
+it to the end of the buffer's allocation. A shared-memory segment is memory: allocating a buffer on it creates the
+segment (mode 0600) or grows it to the buffer's size; if growing fails, a segment that allocation created is removed.
+
+Copies never touch the mapping: another process may truncate the file, or a write may land in a hole of a full file
+system, and either one turns an access to the mapped page into ``SIGBUS``, which kills the process. So copies out read
+with ``preadv``/io_uring (a file that ends early is an error naming it and the bytes missing), and copies in reserve
+the bytes they write with ``posix_fallocate`` (a full file system is ``OSError(ENOSPC)`` before anything is written,
+and a file grown for the write is put back as it was, a file this call created removed) and then write them with
+``pwrite``. Only zero-copy host views (``as_buffer``) are the mapping itself: touching one after the file shrank, or
+writing into a hole of a full file system through one, raises ``SIGBUS``.
 """
 
 from __future__ import annotations
@@ -94,8 +100,9 @@ class DiskFile:
     """The open file (or shm segment) of one DISK device and its mapping, shared by all buffers of the device.
 
     Not thread-safe: the device serializes calls. :meth:`open` opens it (a missing file stays unopened until a write
-    creates it); :meth:`view` maps the first ``end`` bytes (remapping larger when more is asked and the file has them)
-    for reading or writing; :meth:`close` unmaps and closes. ``fd`` is ``-1`` while nothing is open.
+    creates it); :meth:`check_range` says whether bytes exist to read; :meth:`reserve` then :meth:`pwrite` write;
+    :meth:`view` is the zero-copy mapping of a range (remapped larger when more is asked and the file has them);
+    :meth:`close` unmaps and closes. ``fd`` is ``-1`` while nothing is open.
     """
 
     def __init__(self, target: Target) -> None:
@@ -161,24 +168,63 @@ class DiskFile:
         if not stat.S_ISREG(st.st_mode):
             raise ValueError(f"DISK {self.target} is not a regular file (DISK maps regular files and shm segments)")
 
-    def view(self, start: int, end: int, *, write: bool, extent: int) -> memoryview:
-        """Bytes ``[start, end)`` of the file through its mapping, writable when ``write``.
-
-        ``extent`` is where the allocation that holds the range ends: a write past the end of the file grows it to
-        ``max(extent, end)`` first. Raises ``FileNotFoundError`` (missing file) or ``ValueError`` (short file) for a
-        read past the end, ``PermissionError`` for a write to a read-only file, ``OSError`` when growing fails.
-        """
+    def check_range(self, start: int, end: int) -> None:
+        """Raise ``FileNotFoundError`` (missing file) or ``ValueError`` (short file, naming its size) unless file bytes
+        ``[start, end)`` exist now."""
         size = self.size()
         if end > size:
-            if not write:
-                raise self._past_end(start, end, size)
-            self._create_or_grow(max(extent, end))
-        elif write and not self.writable:
+            raise self._past_end(start, end, size)
+
+    def view(self, start: int, end: int) -> memoryview:
+        """Bytes ``[start, end)`` of the file as its mapping (zero-copy; writable when the file was opened read-write).
+        Raises as :meth:`check_range` does for bytes past the end of the file."""
+        self.check_range(start, end)
+        self._cover(end)
+        return self._view[start:end]
+
+    def reserve(self, start: int, end: int, *, extent: int) -> None:
+        """Make a write of file bytes ``[start, end)`` unable to run out of space: reserve them with
+        ``posix_fallocate(3)`` (allocating holes of a sparse file), creating or growing the file to
+        ``max(extent, end)`` first when it is shorter (``extent``: where the allocation holding the range ends).
+
+        Raises ``PermissionError`` for a read-only file, ``OSError`` (``ENOSPC`` for a full file system) naming the
+        file when the space cannot be had; the file's size and bytes are as they were then.
+        """
+        size = self.size()
+        if self.fd >= 0 and not self.writable:
             raise PermissionError(errno.EACCES, f"DISK {self.target} is read-only (opened O_RDONLY: it has no write "
                                                 f"permission for this process); nothing was written")
+        if start < size:  # the holes of the bytes the file has; what lies past its end comes with the growth
+            try:
+                os.posix_fallocate(self.fd, start, min(end, size) - start)
+            except OSError as e:
+                raise OSError(e.errno, f"DISK {self.target}: cannot reserve bytes [{start}, {min(end, size)}) for a "
+                                       f"write: {e.strerror}; nothing was written") from e
+        if end > size:
+            self._create_or_grow(max(extent, end))
+
+    def pwrite(self, data: memoryview, offset: int) -> None:
+        """Write ``data`` (C-contiguous bytes) at file byte ``offset`` with ``pwrite(2)`` (reserve them first:
+        :meth:`reserve`). ``OSError`` naming the file and offset when a write fails."""
+        data = data.cast("B") if data.format != "B" or data.ndim != 1 else data
+        done = 0
+        while done < data.nbytes:
+            try:
+                n = os.pwrite(self.fd, data[done:], offset + done)
+            except InterruptedError:
+                continue
+            except OSError as e:
+                raise OSError(e.errno, f"writing DISK {self.target} at byte offset {offset + done} failed: "
+                                       f"{e.strerror} ({done} of {data.nbytes} bytes written)") from e
+            if n == 0:
+                raise OSError(errno.EIO, f"writing DISK {self.target} at byte offset {offset + done} wrote nothing "
+                                         f"({done} of {data.nbytes} bytes written)")
+            done += n
+
+    def _cover(self, end: int) -> None:
+        """Map at least the first ``end`` bytes (a larger mapping replaces a smaller one)."""
         if self.mapped < end:
             self._remap(end)
-        return self._view[start:end]
 
     def _past_end(self, start: int, end: int, size: int) -> OSError | ValueError:
         if self.fd < 0:
@@ -197,9 +243,6 @@ class DiskFile:
             except FileExistsError:  # made by someone else since open()
                 fd = self._open_existing(writable=True)
             self._adopt(fd, writable=True)
-        elif not self.writable:
-            raise PermissionError(errno.EACCES, f"DISK {self.target} is read-only: cannot grow it to {new_size} bytes "
-                                                f"for a write; nothing was written")
         self._grow(new_size, created)
 
     def _grow(self, new_size: int, created: bool) -> None:
@@ -224,6 +267,8 @@ class DiskFile:
         access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
         try:
             mm = mmap.mmap(self.fd, length, access=access)
+        except ValueError:  # mmap(2) refuses nothing here: Python's check that the file still holds `length` bytes
+            raise self._past_end(0, length, self.size()) from None
         except OSError as e:
             raise OSError(e.errno, f"DISK {self.target}: cannot map its first {length} bytes: {e.strerror} (DISK "
                                    f"needs a file that mmap(2) accepts; pseudo-files of /proc and /sys are not)") from e
@@ -245,8 +290,11 @@ class DiskFile:
         self._mm, self._view, self.address = None, memoryview(b""), 0
 
     def resident(self, start: int, end: int) -> np.ndarray:
-        """Per page of bytes ``[start, end)`` (mapped already), whether it is in the page cache now (mincore(2)):
-        a bool array with one entry per page from the page holding ``start`` to the page holding ``end - 1``."""
+        """Per page of bytes ``[start, end)``, whether it is in the page cache now (mincore(2)):
+        a bool array with one entry per page from the page holding ``start`` to the page holding ``end - 1``.
+        Maps the range if needed, never touches it: a page of the mapping past the end of a file that shrank
+        meanwhile reads as not resident."""
+        self._cover(end)
         first, last = start // PAGE, -(-end // PAGE)
         vec = np.zeros(last - first, dtype=np.uint8)
         if _libc_mincore()(self.address + first * PAGE, (last - first) * PAGE, vec.ctypes.data) != 0:

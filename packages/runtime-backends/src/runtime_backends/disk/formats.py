@@ -9,6 +9,12 @@ end of the header).
 
 A view is one C-ordered byte range: layouts that are not (Fortran order with more than one dimension longer than 1,
 data in the other byte order) are refused with ``ValueError`` rather than returned as silently reordered data.
+
+A header that breaks its format raises :class:`HeaderError` (a ``ValueError``) whose message names the file, the
+field and what the format expects there, whatever is wrong: a value of the wrong type anywhere (a list where a dtype
+string belongs, ``true`` where an integer belongs), nesting deeper than the format has, a name given twice, offsets
+out of order, overlapping, leaving gaps or running past the end of the file. Nothing is read past the header before
+it has been checked.
 """
 
 from __future__ import annotations
@@ -17,7 +23,9 @@ import ast
 import json
 import math
 import os
+import re
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,14 +33,30 @@ import numpy as np
 from runtime_core.buffer import Buffer
 from runtime_core.dtype import DType, dtypes
 
-__all__ = ["Tensor", "file_buffer", "c_contiguous_nbytes", "npy_tensor", "safetensors_tensors", "SAFETENSORS_DTYPES"]
+__all__ = ["HeaderError", "Tensor", "file_buffer", "c_contiguous_nbytes", "npy_tensor", "safetensors_tensors",
+           "SAFETENSORS_DTYPES"]
 
 SAFETENSORS_DTYPES = {"BOOL": dtypes.bool, "U8": dtypes.uint8, "I8": dtypes.int8, "U16": dtypes.uint16,
                       "I16": dtypes.int16, "F16": dtypes.float16, "BF16": dtypes.bfloat16, "U32": dtypes.uint32,
                       "I32": dtypes.int32, "F32": dtypes.float32, "U64": dtypes.uint64, "I64": dtypes.int64,
                       "F64": dtypes.float64}
 _SAFETENSORS_HEADER_MAX = 100 << 20  # the format's own bound on the JSON header
+_SAFETENSORS_DEPTH = 3  # header object > tensor entry > shape or data_offsets list
 _NPY_MAGIC = b"\x93NUMPY"
+_NPY_HEADER_MAX = 10000  # numpy.load's own bound (max_header_size) for headers it parses with literal_eval
+_NPY_KEYS = {"descr", "fortran_order", "shape"}
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_SHOWN = 120  # characters of a bad value quoted in an error
+
+
+class HeaderError(ValueError):
+    """A malformed ``.npy`` or safetensors header: the message names the file, the field and what was expected."""
+
+    def __init__(self, where: str, field: str, expected: str, got: object) -> None:
+        shown = repr(got)
+        if len(shown) > _SHOWN:
+            shown = shown[:_SHOWN] + f"... ({len(shown)} characters)"
+        super().__init__(f"{where}: {field}: expected {expected}, got {shown}")
 
 
 @dataclass(frozen=True)
@@ -89,106 +113,180 @@ def c_contiguous_nbytes(shape: tuple[int, ...], strides: tuple[int, ...], itemsi
     return math.prod(shape) * itemsize
 
 
-def _read(base: Buffer, offset: int, nbytes: int, what: str) -> bytes:
+def _read(base: Buffer, offset: int, nbytes: int, where: str, field: str) -> bytes:
     if offset + nbytes > base.nbytes:
-        raise ValueError(f"{what}: needs bytes [{offset}, {offset + nbytes}) but the file has {base.nbytes}")
-    return bytes(base.view(nbytes, dtypes.uint8, offset).numpy())
+        raise HeaderError(where, field, f"bytes [{offset}, {offset + nbytes}) inside the file",
+                          f"a file of {base.nbytes} bytes (truncated?)")
+    return bytes(base.view(nbytes, dtypes.uint8, offset).numpy()) if nbytes else b""
+
+
+def _file(base: Buffer, kind: str) -> str:
+    return f"{kind} file {base.device.partition(':')[2]!r}"
+
+
+def _is_int(value: object, least: int = 0) -> bool:
+    """``value`` is an int >= ``least`` and not a bool (``True`` is an int to Python, never a count to a format)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
 def npy_tensor(base: Buffer, name: str = "array") -> Tensor:
-    """The array of a ``.npy`` file (format versions 1-3) in ``base`` (a ``uint8`` buffer over the whole file).
+    """The array of a ``.npy`` file (format versions 1.0, 2.0 and 3.0, as ``numpy.lib.format`` writes them) in
+    ``base`` (a ``uint8`` buffer over the whole file).
 
-    Raises ``ValueError`` for a file that is not ``.npy``, a malformed header, a dtype without a runtime equivalent
-    (object, structured, complex), big-endian data, a Fortran-ordered array that is not one C-ordered range, or data
-    running past the end of the file.
+    Raises :class:`HeaderError` (a ``ValueError``) for a file that is not ``.npy``, a malformed header (see the module
+    docstring), a dtype without a runtime equivalent (object, structured, complex), big-endian data, a Fortran-ordered
+    array that is not one C-ordered range, or data running past the end of the file.
     """
-    magic = _read(base, 0, 8, "npy magic")
-    if magic[:6] != _NPY_MAGIC or magic[6] not in (1, 2, 3):
-        raise ValueError(f"not a .npy file (magic {magic[:8]!r}); numpy writes them with numpy.save")
+    where = _file(base, "npy")
+    magic = _read(base, 0, 8, where, "magic")
+    if magic[:6] != _NPY_MAGIC or magic[6] not in (1, 2, 3) or magic[7] != 0:
+        raise HeaderError(where, "magic", "b'\\x93NUMPY' and format version 1.0, 2.0 or 3.0 (a .npy file: "
+                                          "numpy.save writes them)", magic)
     len_size = 2 if magic[6] == 1 else 4
-    (hlen,) = struct.unpack("<H" if len_size == 2 else "<I", _read(base, 8, len_size, "npy header length"))
+    (hlen,) = struct.unpack("<H" if len_size == 2 else "<I", _read(base, 8, len_size, where, "header length"))
+    if hlen > _NPY_HEADER_MAX:
+        raise HeaderError(where, "header length", f"at most {_NPY_HEADER_MAX} bytes (numpy.load's bound)", hlen)
     start = 8 + len_size
-    text = _read(base, start, hlen, "npy header").decode("latin1" if magic[6] < 3 else "utf8")
-    header = _npy_header(text)
+    raw = _read(base, start, hlen, where, "header")
     try:
-        npdt = np.dtype(header["descr"])
-    except TypeError as e:
-        raise ValueError(f"npy descr {header['descr']!r} is not a numpy dtype: {e}") from None
-    if npdt.byteorder not in "=|":
-        raise ValueError(f"npy data are not in this machine's byte order ({npdt.str}): byte-swap them with numpy first")
-    dtype = dtypes.from_numpy(npdt)
-    shape = tuple(header["shape"])
+        text = raw.decode("latin1" if magic[6] < 3 else "utf8")
+    except UnicodeDecodeError as e:
+        raise HeaderError(where, "header", f"UTF-8 text (format 3.0): {e}", raw) from None
+    header = _npy_header(where, text)
+    dtype = _npy_dtype(where, header["descr"])
+    shape = header["shape"]
     if header["fortran_order"]:
         strides = tuple(math.prod(shape[:i]) * dtype.itemsize for i in range(len(shape)))
         c_contiguous_nbytes(shape, strides, dtype.itemsize)
     tensor = Tensor(name, dtype, shape, start + hlen)
     if tensor.offset + tensor.nbytes > base.nbytes:
-        raise ValueError(f"npy array of {tensor.nbytes} bytes at offset {tensor.offset} runs past the end of the "
-                         f"{base.nbytes}-byte file (truncated?)")
+        raise HeaderError(where, "shape", f"an array that fits the file: {tensor.nbytes} bytes of data at offset "
+                                          f"{tensor.offset} run past the end of the {base.nbytes}-byte file "
+                                          f"(truncated?)", shape)
     return tensor
 
 
-def _npy_header(text: str) -> dict:
+def _npy_header(where: str, text: str) -> dict:
     try:
         header = ast.literal_eval(text)
-    except (ValueError, SyntaxError) as e:
-        raise ValueError(f"malformed npy header {text.strip()!r}: {e}") from None
-    if not isinstance(header, dict) or set(header) != {"descr", "fortran_order", "shape"}:
-        raise ValueError(f"npy header must be a dict of descr, fortran_order and shape, got {text.strip()!r}")
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError) as e:
+        raise HeaderError(where, "header", f"a Python literal dict (malformed npy header: {e})", text.strip()) from None
+    if not isinstance(header, dict) or set(header) != _NPY_KEYS:
+        raise HeaderError(where, "header", "a dict of exactly descr, fortran_order and shape", text.strip())
     shape = header["shape"]
-    if not isinstance(shape, tuple) or not all(isinstance(d, int) and d >= 0 for d in shape):
-        raise ValueError(f"npy header shape must be a tuple of ints >= 0, got {shape!r}")
-    if not isinstance(header["descr"], str):
-        raise ValueError(f"npy descr {header['descr']!r} is not a plain dtype (structured arrays are not supported)")
+    if not isinstance(shape, tuple) or not all(_is_int(d) for d in shape):
+        raise HeaderError(where, "shape", "a tuple of ints >= 0", shape)
+    if not isinstance(header["fortran_order"], bool):
+        raise HeaderError(where, "fortran_order", "True or False", header["fortran_order"])
     return header
+
+
+def _npy_dtype(where: str, descr: object) -> DType:
+    if not isinstance(descr, str):
+        raise HeaderError(where, "descr", "a plain dtype string such as '<f4' (structured arrays are not supported)",
+                          descr)
+    try:
+        npdt = np.dtype(descr)
+    except (TypeError, ValueError, SyntaxError) as e:
+        raise HeaderError(where, "descr", f"a numpy dtype string such as '<f4' ({descr!r} is not a numpy dtype: "
+                                          f"{e})", descr) from None
+    if npdt.byteorder not in "=|":
+        raise HeaderError(where, "descr", "data in this machine's byte order (byte-swap them with numpy first)", descr)
+    try:
+        return dtypes.from_numpy(npdt)
+    except ValueError as e:
+        raise HeaderError(where, "descr", f"a dtype with a runtime equivalent ({e})", descr) from None
 
 
 def safetensors_tensors(base: Buffer) -> dict[str, Tensor]:
     """The tensors of a safetensors file in ``base`` (a ``uint8`` buffer over the whole file), by name, in file order.
 
-    Raises ``ValueError`` for a header length beyond the file or the format's 100 MB bound, a header that is not a JSON
-    object of tensor entries, an unknown dtype, a shape that does not match the byte range, or offsets that overlap,
-    leave gaps or run past the end of the file.
+    Raises :class:`HeaderError` (a ``ValueError``) for a header length beyond the file or the format's 100 MB bound,
+    a header that is not a JSON object of tensor entries nested as the format nests them, a name given twice, an
+    unknown dtype, a shape that does not match the byte range, ``__metadata__`` that is not an object of strings, or
+    offsets that overlap, leave gaps or run past the end of the file.
     """
-    (hlen,) = struct.unpack("<Q", _read(base, 0, 8, "safetensors header length"))
+    where = _file(base, "safetensors")
+    (hlen,) = struct.unpack("<Q", _read(base, 0, 8, where, "header length"))
     if hlen > _SAFETENSORS_HEADER_MAX or 8 + hlen > base.nbytes:
-        raise ValueError(f"safetensors header length {hlen} is beyond the {base.nbytes}-byte file or the format's "
-                         f"{_SAFETENSORS_HEADER_MAX}-byte bound: not a safetensors file?")
-    try:
-        header = json.loads(_read(base, 8, hlen, "safetensors header"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"safetensors header is not valid JSON: {e}") from None
-    if not isinstance(header, dict):
-        raise ValueError("safetensors header must be a JSON object of tensor entries")
+        raise HeaderError(where, "header length", f"at most the {base.nbytes - 8} bytes after it and the format's "
+                                                  f"{_SAFETENSORS_HEADER_MAX}-byte bound (not a safetensors file?)", hlen)
+    header = _safetensors_json(where, _read(base, 8, hlen, where, "header"))
     data_start = 8 + hlen
-    tensors = [_safetensors_entry(name, entry, data_start) for name, entry in header.items() if name != "__metadata__"]
-    tensors.sort(key=lambda t: t.offset)
+    _check_metadata(where, header.get("__metadata__", {}))
+    tensors = [_safetensors_entry(where, name, entry, data_start) for name, entry in header.items()
+               if name != "__metadata__"]
+    tensors.sort(key=lambda t: (t.offset, t.nbytes))
     pos = data_start
     for t in tensors:
         if t.offset != pos:
-            raise ValueError(f"safetensors tensor {t.name!r} starts at data byte {t.offset - data_start}, expected "
-                             f"{pos - data_start}: the tensors must tile the data without gaps or overlap")
+            raise HeaderError(where, f"tensor {t.name!r} data_offsets", f"a start at data byte {pos - data_start}: "
+                                                                        f"the tensors tile the data in order, without "
+                                                                        f"gaps or overlap", t.offset - data_start)
         pos += t.nbytes
     if pos > base.nbytes:
-        raise ValueError(f"safetensors data run to byte {pos}, past the end of the {base.nbytes}-byte file")
+        last = tensors[-1]
+        raise HeaderError(where, f"tensor {last.name!r} data_offsets", f"an end within the {base.nbytes - data_start} "
+                                                                       f"data bytes of the file (past the end: "
+                                                                       f"truncated?)", pos - data_start)
     return {t.name: t for t in tensors}
 
 
-def _safetensors_entry(name: str, entry: object, data_start: int) -> Tensor:
-    if not isinstance(entry, dict) or not {"dtype", "shape", "data_offsets"} <= set(entry):
-        raise ValueError(f"safetensors entry {name!r} must have dtype, shape and data_offsets, got {entry!r}")
-    if entry["dtype"] not in SAFETENSORS_DTYPES:
-        raise ValueError(f"safetensors tensor {name!r} has dtype {entry['dtype']!r}; supported: "
-                         f"{', '.join(SAFETENSORS_DTYPES)}")
-    shape, offsets = entry["shape"], entry["data_offsets"]
-    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
-        raise ValueError(f"safetensors tensor {name!r}: shape must be a list of ints >= 0, got {shape!r}")
-    if (not isinstance(offsets, list) or len(offsets) != 2 or not all(isinstance(o, int) for o in offsets)
-            or not 0 <= offsets[0] <= offsets[1]):
-        raise ValueError(f"safetensors tensor {name!r}: data_offsets must be [begin, end] with 0 <= begin <= end, got "
-                         f"{offsets!r}")
-    tensor = Tensor(name, SAFETENSORS_DTYPES[entry["dtype"]], tuple(shape), data_start + offsets[0])
+def _safetensors_json(where: str, raw: bytes) -> dict:
+    depth = _json_depth(raw)
+    if depth > _SAFETENSORS_DEPTH:
+        raise HeaderError(where, "header", f"at most {_SAFETENSORS_DEPTH} levels of nesting (header object, tensor "
+                                           f"entry, shape or data_offsets list)", f"{depth} levels")
+
+    def unique(pairs: Iterable[tuple[str, object]]) -> dict[str, object]:
+        out: dict[str, object] = {}
+        for key, value in pairs:
+            if key in out:
+                raise HeaderError(where, f"name {key!r}", "each name once in its object", "it twice")
+            out[key] = value
+        return out
+    try:
+        header = json.loads(raw, object_pairs_hook=unique)
+    except HeaderError:
+        raise
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise HeaderError(where, "header", f"valid UTF-8 JSON (the header is not valid JSON: {e})", raw) from None
+    if not isinstance(header, dict):
+        raise HeaderError(where, "header", "a JSON object of tensor entries", header)
+    return header
+
+
+def _json_depth(raw: bytes) -> int:
+    """The deepest nesting of objects and arrays in JSON text ``raw`` (brackets inside strings do not count)."""
+    skeleton = np.frombuffer(_JSON_STRING.sub(b"", raw), dtype=np.uint8)
+    step = np.isin(skeleton, np.frombuffer(b"[{", np.uint8)).astype(np.int64)
+    step -= np.isin(skeleton, np.frombuffer(b"]}", np.uint8))
+    return int(np.cumsum(step).max(initial=0))
+
+
+def _check_metadata(where: str, metadata: object) -> None:
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise HeaderError(where, "__metadata__", "an object of string values", metadata)
+
+
+def _safetensors_entry(where: str, name: str, entry: object, data_start: int) -> Tensor:
+    field = f"tensor {name!r}"
+    if not isinstance(entry, dict):
+        raise HeaderError(where, field, "an object with dtype, shape and data_offsets", entry)
+    missing = sorted({"dtype", "shape", "data_offsets"} - set(entry))
+    if missing:
+        raise HeaderError(where, field, f"an object with dtype, shape and data_offsets (must have dtype, shape and "
+                                        f"data_offsets; missing {', '.join(missing)})", entry)
+    dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+    if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPES:
+        raise HeaderError(where, f"{field} dtype", f"one of {', '.join(SAFETENSORS_DTYPES)}", dtype)
+    if not isinstance(shape, list) or not all(_is_int(d) for d in shape):
+        raise HeaderError(where, f"{field} shape", "a list of ints >= 0", shape)
+    if (not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_int(o) for o in offsets)
+            or offsets[0] > offsets[1]):
+        raise HeaderError(where, f"{field} data_offsets", "[begin, end]: two ints with 0 <= begin <= end", offsets)
+    tensor = Tensor(name, SAFETENSORS_DTYPES[dtype], tuple(shape), data_start + offsets[0])
     if offsets[1] - offsets[0] != tensor.nbytes:
-        raise ValueError(f"safetensors tensor {name!r}: shape {tuple(shape)} of {entry['dtype']} is {tensor.nbytes} "
-                         f"bytes, but data_offsets {offsets} span {offsets[1] - offsets[0]}")
+        raise HeaderError(where, f"{field} data_offsets", f"a span of {tensor.nbytes} bytes (shape {tuple(shape)} of "
+                                                          f"{dtype})", offsets)
     return tensor

@@ -1,26 +1,31 @@
 """How the bytes of a streamed DISK copy are read: the plan, the io_uring reader and the ``preadv`` fallback.
 
 A copy of file bytes ``[offset, offset + size)`` is cut at multiples of the staging-buffer size (``chunk`` bytes, a
-multiple of the page size, in file offsets). A chunk whose pages are all in the page cache is copied from the file's
-mapping (a memcpy: faster than any read, which copies the same page-cache bytes through a syscall); every other chunk
-becomes a :class:`Job` for a reader:
+multiple of the page size, in file offsets). A chunk whose pages are all in the page cache is a *cached* job: one
+``preadv(2)`` copies it out of the page cache (as fast as a memcpy, and unlike a copy from the file's mapping it cannot
+raise ``SIGBUS`` when the file shrinks meanwhile: the read comes back short instead). Every other chunk is a *cold* job:
 
 * :class:`UringReader` keeps several reads in flight on an io_uring :class:`~runtime_backends.disk.uring.Ring`. With an
   ``O_DIRECT`` descriptor, a job is widened to the alignment (its unaligned head and tail) and read into a page-aligned
   staging buffer, then the wanted bytes are delivered out of it (trimmed); without one (tmpfs, or a file system that
   refuses O_DIRECT) it reads buffered, straight into the destination's host memory when it has any, else into staging.
-  Resident chunks are copied while the reads are in flight, and each staging buffer is delivered out of while the
-  others are being read. Completions are matched by ``user_data`` (they come in any order); a short read is continued
+  Cached jobs are read into the destination's host memory while the cold reads are in flight (without host memory
+  they go through the ring like cold ones, buffered), and each staging buffer is delivered out of while the others
+  are being read. Completions are matched by ``user_data`` (they come in any order); a short read is continued
   from where it stopped (on the buffered descriptor when the remainder is no longer aligned); ``EINTR``/``EAGAIN``
   results are resubmitted; an ``EINVAL`` from an O_DIRECT read (alignment the device rejects) moves that read, and
   later ones, to the buffered descriptor. On any other error no new read is started, every read in flight is waited
   for (they write into memory the caller owns), and ``OSError`` is raised naming the file offset.
 * :class:`PreadReader` does the same jobs one at a time with ``preadv(2)`` on the buffered descriptor.
+
+A read that comes back with 0 bytes before the job's end (the file was truncated meanwhile) is ``OSError(EIO)`` naming
+the file, where it ended and how many bytes of the copy were still missing.
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import mmap
 import os
@@ -33,39 +38,44 @@ import numpy as np
 from runtime_backends.disk.uring import IOVec, Ring
 from runtime_core.sink import CopySink
 
-__all__ = ["Job", "Plan", "plan", "FileFds", "ReadStats", "PreadReader", "UringReader", "StagingPool", "HUGE_PAGE"]
+__all__ = ["Job", "Plan", "plan", "read_fully", "read_cached_prefix", "FileFds", "ReadStats", "PreadReader",
+           "UringReader", "StagingPool", "HUGE_PAGE"]
 
 log = logging.getLogger(__name__)
 
 _RETRY = (errno.EINTR, errno.EAGAIN)
 MERGE = 64 << 20
-"""Longest memcpy (bytes) of resident chunks in one piece."""
+"""Longest read (bytes) of resident chunks in one piece while cold reads are in flight."""
 
 
 @dataclass(frozen=True)
 class Job:
-    """Read ``length`` bytes at file offset ``pos`` into the destination at byte ``dest``."""
+    """Read ``length`` bytes at file offset ``pos`` into the destination at byte ``dest``; ``cached`` when every page
+    of them was in the page cache when planned (read buffered, never with O_DIRECT)."""
 
     pos: int
     length: int
     dest: int
+    cached: bool = False
 
 
 @dataclass
 class Plan:
-    """The jobs for a reader and the chunks to copy from the mapping (both as :class:`Job`)."""
+    """The cold jobs (``reads``) and the cached ones of one copy."""
 
     reads: list[Job] = field(default_factory=list)
-    mapped: list[Job] = field(default_factory=list)
+    cached: list[Job] = field(default_factory=list)
 
 
-def plan(offset: int, size: int, chunk: int, resident: np.ndarray, merge: int = MERGE) -> Plan:
+def plan(offset: int, size: int, chunk: int, resident: np.ndarray, merge: int | None = MERGE, dest: int = 0) -> Plan:
     """Cut file bytes ``[offset, offset + size)`` at multiples of ``chunk`` and sort the pieces by residency.
 
-    Adjacent resident pieces are merged into one memcpy: into pieces of at most ``merge`` bytes when there are reads
-    too (so that completions are taken between them), else into one piece per run (a single long memcpy is the
-    fastest). ``resident`` has one bool per page from the page of ``offset`` to the page of ``offset + size - 1``
-    (:meth:`DiskFile.resident`). ``ValueError`` when ``chunk`` is not a positive multiple of the page size.
+    Adjacent resident pieces are merged into one cached job: of at most ``merge`` bytes when there are cold reads too
+    (so that completions are taken between them), else one job per run (a single long read is the fastest);
+    ``merge=None`` merges nothing (every job fits a staging buffer of ``chunk`` bytes). ``resident`` has one bool per
+    page from the page of ``offset`` to the page of ``offset + size - 1`` (:meth:`DiskFile.resident`). File byte
+    ``offset`` goes to destination byte ``dest``.
+    ``ValueError`` when ``chunk`` is not a positive multiple of the page size.
     """
     if chunk <= 0 or chunk % mmap.PAGESIZE:
         raise ValueError(f"chunk must be a positive multiple of the page size {mmap.PAGESIZE}, got {chunk}")
@@ -76,14 +86,15 @@ def plan(offset: int, size: int, chunk: int, resident: np.ndarray, merge: int = 
         stop = min((pos // chunk + 1) * chunk, end)
         pages = resident[pos // mmap.PAGESIZE - first_page:(stop - 1) // mmap.PAGESIZE - first_page + 1]
         if not pages.all():
-            out.reads.append(Job(pos, stop - pos, pos - offset))
+            out.reads.append(Job(pos, stop - pos, pos - offset + dest))
         elif runs and (last := runs[-1]).pos + last.length == pos:
             runs[-1] = Job(last.pos, stop - last.pos, last.dest)
         else:
-            runs.append(Job(pos, stop - pos, pos - offset))
+            runs.append(Job(pos, stop - pos, pos - offset + dest))
         pos = stop
-    limit = merge if out.reads else size
-    out.mapped = [Job(r.pos + at, min(limit, r.length - at), r.dest + at) for r in runs for at in range(0, r.length, limit)]
+    limit = chunk if merge is None else merge if out.reads else size
+    out.cached = [Job(r.pos + at, min(limit, r.length - at), r.dest + at, True)
+                  for r in runs for at in range(0, r.length, limit)]
     return out
 
 
@@ -100,13 +111,15 @@ class FileFds:
 
 @dataclass
 class ReadStats:
-    """What a reader did: requests submitted, short reads continued, bytes read with O_DIRECT and buffered, and
-    whether an O_DIRECT read was refused (``EINVAL``) so that the caller stops using O_DIRECT on that file."""
+    """What a reader did: requests submitted, short reads continued, bytes of cold jobs read with O_DIRECT and
+    buffered, bytes of cached jobs, and whether an O_DIRECT read was refused (``EINVAL``) so that the caller stops
+    using O_DIRECT on that file."""
 
     requests: int = 0
     short_reads: int = 0
     direct_bytes: int = 0
     buffered_bytes: int = 0
+    cached_bytes: int = 0
     direct_refused: bool = False
 
 
@@ -167,6 +180,60 @@ def _eof_error(fds: FileFds, pos: int, missing: int) -> OSError:
                               f"truncated while being read?)")
 
 
+ReadFn = Callable[[int, list[memoryview], int], int]
+MAX_RW = 0x7FFFF000
+"""The most bytes Linux moves in one read(2)-family call (``MAX_RW_COUNT``); a longer read returns this many."""
+
+
+def read_cached_prefix(fds: FileFds, dest: memoryview, pos: int) -> tuple[int, int]:
+    """Fill ``dest`` from file offset ``pos`` with as many bytes as the page cache holds there, without waiting for the
+    disk: ``preadv2(2)`` with ``RWF_NOWAIT`` stops at the first page that is not cached (and answers ``EAGAIN`` when
+    that is the first one); a short read ends it (the pages after it are the disk's to read, even where the readahead
+    it started has brought some in meanwhile). Returns (bytes read, read calls): ``0`` bytes where the kernel or file
+    system does not offer ``RWF_NOWAIT`` (``EOPNOTSUPP``/``EINVAL``). Raises ``OSError`` naming the file and offset
+    for other errors."""
+    done, calls = 0, 0
+    nowait = getattr(os, "RWF_NOWAIT", 0)
+    while nowait and done < dest.nbytes:
+        calls += 1
+        try:
+            n = os.preadv(fds.buffered, [dest[done:]], pos + done, nowait)
+        except (BlockingIOError, InterruptedError):
+            break
+        except OSError as e:
+            if e.errno in (errno.EOPNOTSUPP, errno.EINVAL):
+                break
+            raise _read_error(fds, e.errno or errno.EIO, pos + done) from e
+        done += n
+        if n < min(dest.nbytes - done + n, MAX_RW):  # not cached there (or, with n == 0, the file ends there now)
+            break
+    return done, calls
+
+
+def read_fully(fds: FileFds, dest: memoryview, pos: int, stats: ReadStats, read_fn: ReadFn = os.preadv,
+               cached: bool = False) -> None:
+    """Fill ``dest`` from file offset ``pos`` with ``read_fn`` (``preadv(2)``) calls on the buffered descriptor,
+    continuing short reads, counted in ``stats`` (as cached bytes when ``cached``). Raises ``OSError`` naming the
+    file and offset for a failed read, and for a file that ends before ``dest`` is full (with the bytes missing)."""
+    done = 0
+    while done < dest.nbytes:
+        stats.requests += 1
+        try:
+            n = read_fn(fds.buffered, [dest[done:]], pos + done)
+        except InterruptedError:
+            continue
+        except OSError as e:
+            raise _read_error(fds, e.errno or errno.EIO, pos + done) from e
+        if n == 0:
+            raise _eof_error(fds, pos + done, dest.nbytes - done)
+        done += n
+        stats.short_reads += done < dest.nbytes
+    if cached:
+        stats.cached_bytes += done
+    else:
+        stats.buffered_bytes += done
+
+
 class _Slots:
     """Which staging buffers are free, and which were delivered from (the sink must finish with them first)."""
 
@@ -194,43 +261,24 @@ class PreadReader:
 
     name = "preadv"
 
-    def __init__(self, read_fn: Callable[[int, list[memoryview], int], int] = os.preadv) -> None:
+    def __init__(self, read_fn: ReadFn = os.preadv) -> None:
         self.read_fn = read_fn
 
-    def run(self, fds: FileFds, jobs: Sequence[Job], copies: Sequence[Callable[[], None]], sink: CopySink,
-            staging: Sequence[memoryview]) -> ReadStats:
-        """Copy the resident chunks, then read every job. Raises ``OSError`` naming the file offset on a failed
-        read or a file that ends early."""
+    def run(self, fds: FileFds, jobs: Plan, sink: CopySink, staging: Sequence[memoryview]) -> ReadStats:
+        """Read every job, cached ones first. Raises ``OSError`` naming the file offset on a failed read or a file
+        that ends early."""
         stats = ReadStats()
-        for copy in copies:
-            copy()
-        for i, job in enumerate(jobs):
+        for i, job in enumerate(jobs.cached + jobs.reads):
             if sink.host is not None:
-                self._fill(fds, sink.host[job.dest:job.dest + job.length], job.pos, stats)
+                read_fully(fds, sink.host[job.dest:job.dest + job.length], job.pos, stats, self.read_fn, job.cached)
                 continue
             slot = i % len(staging)
             if i >= len(staging):
                 sink.wait_slot(slot)
             data = staging[slot][:job.length]
-            self._fill(fds, data, job.pos, stats)
+            read_fully(fds, data, job.pos, stats, self.read_fn, job.cached)
             sink.deliver(data, job.dest, slot)
         return stats
-
-    def _fill(self, fds: FileFds, dest: memoryview, pos: int, stats: ReadStats) -> None:
-        done = 0
-        while done < dest.nbytes:
-            stats.requests += 1
-            try:
-                n = self.read_fn(fds.buffered, [dest[done:]], pos + done)
-            except InterruptedError:
-                continue
-            except OSError as e:
-                raise _read_error(fds, e.errno or errno.EIO, pos + done) from e
-            if n == 0:
-                raise _eof_error(fds, pos + done, dest.nbytes - done)
-            done += n
-            stats.short_reads += done < dest.nbytes
-        stats.buffered_bytes += done
 
 
 @dataclass
@@ -258,19 +306,24 @@ class UringReader:
     def __init__(self, ring: Ring, depth: int = 8) -> None:
         self.ring, self.depth = ring, min(depth, ring.entries)
 
-    def run(self, fds: FileFds, jobs: Sequence[Job], copies: Sequence[Callable[[], None]], sink: CopySink,
-            staging: Sequence[memoryview]) -> ReadStats:
-        """Read every job and run every copy, overlapped. Raises ``OSError`` naming the file offset on a failed
-        read or a file that ends early, after every read in flight has completed."""
+    def run(self, fds: FileFds, jobs: Plan, sink: CopySink, staging: Sequence[memoryview]) -> ReadStats:
+        """Read every job: the cold ones through the ring, the cached ones meanwhile. Raises ``OSError`` naming the
+        file offset on a failed read or a file that ends early, after every read in flight has completed."""
         state = _Run(self.ring, fds, sink, staging)
-        pending, to_copy = deque(jobs), deque(copies)
+        host = sink.host
+        if host is None:
+            pending, to_copy = deque(jobs.cached + jobs.reads), deque[Callable[[], None]]()
+        else:
+            pending = deque(jobs.reads)
+            to_copy = deque(functools.partial(read_fully, fds, host[j.dest:j.dest + j.length], j.pos, state.stats,
+                                              cached=True) for j in jobs.cached)
         try:
             while pending or state.inflight:
                 while pending and len(state.inflight) < self.depth and state.start(pending[0]):
                     pending.popleft()
                 busy = bool(to_copy)
                 if busy:
-                    to_copy.popleft()()  # a resident chunk, copied while the reads are in flight
+                    to_copy.popleft()()  # a cached job, read while the cold reads are in flight
                 self.ring.submit(0 if busy or not state.inflight else 1)
                 state.complete_all()
                 if state.error is not None:
@@ -298,15 +351,15 @@ class _Run:
 
     def start(self, job: Job) -> bool:
         """Queue ``job``; ``False`` when it needs a staging buffer and none is free."""
-        staged = self.direct_ok or self.sink.host is None
-        if not staged:
+        direct = self.direct_ok and not job.cached
+        if not direct and self.sink.host is not None:
             self._queue(_Request(job, None, self.fds.buffered, False, job.pos, self.host_addr + job.dest, job.length,
                                  job.length, 0))
             return True
         slot = self.slots.take()
         if slot is None:
             return False
-        if self.direct_ok:
+        if direct:
             a = self.fds.align
             head = job.pos - job.pos % a
             todo = -(-(job.pos + job.length) // a) * a - head
@@ -354,6 +407,8 @@ class _Run:
     def _advance(self, req: _Request, res: int) -> None:
         if req.direct:
             self.stats.direct_bytes += res
+        elif req.job.cached:
+            self.stats.cached_bytes += res
         else:
             self.stats.buffered_bytes += res
         req.done, req.pos, req.addr, req.todo = req.done + res, req.pos + res, req.addr + res, req.todo - res

@@ -1,0 +1,46 @@
+"""Unmodified cuda-python programs (tests/programs, written in the style of NVIDIA's cuda-python samples) run on
+the emulator with ``python -m mock_gpu run``, each in a fresh process as a user would start it; each program checks
+its own results against numpy or known values and exits non-zero on a mismatch."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROGRAMS = Path(__file__).parent / "programs"
+pytest.importorskip("cuda.bindings.nvrtc", reason="the programs compile their kernels with NVRTC")
+
+
+def run_program(path: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """``python -m mock_gpu run path args...`` in ``path``'s folder, with a clean MOCKGPU_* environment."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MOCKGPU_")}
+    return subprocess.run([sys.executable, "-m", "mock_gpu", "run", str(path), *args], cwd=path.parent, env=env,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.mark.parametrize("name", ["vector_add_drv", "stream_ordered", "zero_copy_and_managed", "vector_add_mmap",
+                                  "graphs", "legacy_link"])
+def test_program_runs_unmodified(name: str) -> None:
+    done = run_program(PROGRAMS / f"{name}.py")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS" in done.stdout
+
+
+def test_a_failing_program_keeps_its_exit_status_and_traceback(tmp_path: Path) -> None:
+    program = tmp_path / "fails.py"
+    program.write_text("from cuda.bindings import driver\n"
+                       "print(driver.cuInit(0))\n"
+                       "driver.cuMemAlloc(None)\n")
+    done = run_program(program)
+    assert done.returncode == 1
+    assert "(<CUresult.CUDA_SUCCESS: 0>,)" in done.stdout
+    assert "TypeError" in done.stderr and "an integer is required" in done.stderr
+
+
+def test_run_needs_a_program() -> None:
+    done = subprocess.run([sys.executable, "-m", "mock_gpu", "run"], capture_output=True, text=True, check=False)
+    assert done.returncode == 2 and "give the program to run" in done.stderr
