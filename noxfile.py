@@ -152,10 +152,11 @@ def tests_cloud(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """The main job: benchmarks on every available backend, then the regression report (reports/report.*).
 
-    Stored-baseline mode by default: a trend view against this machine's baseline and history that never fails; A/B
-    mode with `nox -s bench -- --against [REF]` is the gate (the ref and the working tree in process pairs; exit 1 on
-    a regressed entry; docs/benchmark-gate.md). Arguments after `--` go to `python -m harness bench` (see its --help): `--save-baseline`,
-    `--promote RUN.json`, `-k EXPR`, `--backends CPU`, ...; pytest options it does not know go after a second `--`.
+    Stored-baseline mode by default: a trend view against this machine's baseline and history that never fails;
+    A/B mode with `nox -s bench -- --against [REF]` is the gate (the ref and the working tree in process pairs;
+    exit 1 on a regressed entry; docs/benchmark-gate.md). Arguments after `--` go to `python -m harness bench` (see
+    its --help): `--save-baseline`, `--promote RUN.json`, `-k EXPR`, `--backends CPU`, ...; pytest options it does
+    not know go after a second `--`.
     """
     require_c_compiler(session)
     install_packages(session, *TEST_DEPS, *NVRTC_DEPS, "numba")

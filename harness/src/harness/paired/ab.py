@@ -28,9 +28,20 @@ from harness.paired.cpus import CpuChooser
 from harness.paired.engine import Budget, RoundFailed, Side
 from harness.paired.process import WorkerProcess
 from harness.paired.runfile import CpuUse, benchmark_record, run_document
-from harness.paired.session import FAILED, PASSED, Collected, Finished, Outcome, finish, run_same, start, time_alone_or_beside
+from harness.paired.session import (
+    FAILED,
+    PASSED,
+    Collected,
+    Finished,
+    Outcome,
+    finish,
+    run_same,
+    skip_reasons,
+    start,
+    time_alone_or_beside,
+)
 
-__all__ = ["AbResult", "WorkerSet", "WorkerSets", "look_budget", "run_ab", "skip_reasons"]
+__all__ = ["AbResult", "WorkerSet", "WorkerSets", "look_budget", "run_ab"]
 
 WorkerSet = tuple[Sequence[WorkerProcess], Sequence[Collected]]
 
@@ -262,15 +273,6 @@ class _OthersOnCpus:
 def _own_seconds(workers: Sequence[WorkerProcess]) -> float:
     """CPU seconds used so far by ``workers`` (and what they started) and by this controller process."""
     return sum(worker.cpu_seconds() for worker in workers) + time.process_time()
-
-
-def skip_reasons(skipped: dict[str, str]) -> dict[str, int]:
-    """How many benchmarks were skipped for each reason (the reason's last line), in order of first appearance."""
-    counts: dict[str, int] = {}
-    for reason in skipped.values():
-        line = (reason.strip().splitlines() or ["not run"])[-1][:200]
-        counts[line] = counts.get(line, 0) + 1
-    return counts
 
 
 def _not_timed(nodeid: str, finished: dict[int, Finished], result: AbResult, progress: Callable[[str], None]) -> None:

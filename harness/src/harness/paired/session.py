@@ -15,7 +15,7 @@ from harness.paired.engine import Budget, RoundFailed, Rounds, Side, calibrate, 
 from harness.paired.process import WorkerError, WorkerProcess, close_all
 
 __all__ = ["FAILED", "PASSED", "SKIPPED", "Collected", "Finished", "Outcome", "WorkerSpec", "collected", "finish", "finish_all",
-           "open_workers", "run_same", "start", "start_all", "time_alone_or_beside"]
+           "open_workers", "run_same", "skip_reasons", "start", "start_all", "time_alone_or_beside"]
 
 PASSED, SKIPPED, FAILED = "passed", "skipped", "failed"
 
@@ -218,3 +218,12 @@ def open_workers(specs: Sequence[WorkerSpec], pytest_args: Sequence[Sequence[str
         raise
     finally:
         close_all(workers)
+
+
+def skip_reasons(skipped: dict[str, str]) -> dict[str, int]:
+    """How many benchmarks were skipped for each reason (the reason's last line), in order of first appearance."""
+    counts: dict[str, int] = {}
+    for reason in skipped.values():
+        line = (reason.strip().splitlines() or ["not run"])[-1][:200]
+        counts[line] = counts.get(line, 0) + 1
+    return counts

@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from harness.bench_schema import ENTRY, LIMIT, PAIRED_LIMIT_KEY
+from harness.bench_schema import ENTRY, LIMIT, PAIRED_LIMIT_KEY, short_name
 from harness.gate import log_ratios
 from harness.paired.cpus import CpuChooser
 from harness.paired.engine import Budget, RoundFailed, Rounds, Side, half_width
 from harness.paired.process import WorkerProcess
 from harness.paired.runfile import benchmark_record
-from harness.paired.session import PASSED, Collected, Finished, finish, start, time_alone_or_beside
+from harness.paired.session import PASSED, Collected, Finished, finish, skip_reasons, start, time_alone_or_beside
 from harness.report.groups import natural_figure
 
 __all__ = ["ENTRY_BUDGET", "OTHER_BUDGET", "Progress", "StoredResult", "run_stored"]
@@ -92,6 +92,8 @@ class _StoredRun:
             if nodeid not in self.by_nodeid and nodeid not in self.result.failed and nodeid not in self.result.skipped:
                 self._alone(self.limits, nodeid, self.other_budget)
         self.result.records = [self.by_nodeid[n] for n in self.order if n in self.by_nodeid]
+        for reason, count in skip_reasons(self.result.skipped).items():
+            self.progress(f"  {count} benchmark(s) skipped: {reason}")
         return self.result
 
     def _pin(self, *nodeids: str) -> None:
@@ -192,15 +194,17 @@ class _StoredRun:
         record = benchmark_record(nodeid, finished, times, calls, rounds, extra, self.clock)
         self.by_nodeid[nodeid] = record
         figure = natural_figure(finished.extra_info) or ""
-        self.progress(f"  {nodeid}  {figure}  {len(times)} rounds ({rounds.stop})")
+        self.progress(f"  {short_name(nodeid)}  {figure}  {len(times)} rounds ({rounds.stop})")
 
     def _ended(self, nodeid: str, finished: Finished) -> None:
         if finished.outcome == PASSED:
             finished = Finished("skipped", "it never called its benchmark fixture", finished.name, finished.group,
                                 finished.params, finished.param, finished.extra_info)
-        target = self.result.failed if finished.outcome == "failed" else self.result.skipped
-        target[nodeid] = finished.message
-        self.progress(f"  {nodeid}  {finished.outcome.upper()}: {_first_line(finished.message)}")
+        if finished.outcome == "failed":
+            self.result.failed[nodeid] = finished.message
+            self.progress(f"  {short_name(nodeid)}  FAILED: {_first_line(finished.message)}")
+        else:
+            self.result.skipped[nodeid] = finished.message  # said once per reason at the end
 
 
 def _grouped(names: list[str], items: dict[str, dict[str, Any]]) -> list[str]:
