@@ -1,10 +1,12 @@
 """Shows which read path streamed DISK copies take in this process and what the DISK backend logs about it: writes a
-file, makes two cold copies of it out of a ``DISK:`` buffer, checks the bytes, and prints one line per copy
-(``copy N: read path P; io_uring error: E``) with the backend's log lines (``log: LEVEL MESSAGE``) on stdout.
+file, makes three copies of it out of a ``DISK:`` buffer, each after dropping the file's pages from the page cache,
+checks the bytes, and prints one line per copy (``copy N: read path P; io_uring error: E``) with the backend's log
+lines (``log: LEVEL MESSAGE``) on stdout.
 
-`ci/images.py` runs it in the io_uring image under the engine's default seccomp profile: the fallback to ``preadv``
-must be taken on both copies and its reason logged exactly once (runtime_backends.disk.device logs it once per
-process). Exit status 1 when a copy returned wrong bytes."""
+`ci/images.py` runs it in the io_uring image under the engine's default seccomp profile: the copies that read the file
+(``page_cache``: the kernel kept the pages despite the drop) must take the ``preadv`` fallback, and its reason must be
+logged exactly once (runtime_backends.disk.device logs it once per process). Exit status 1 when a copy returned wrong
+bytes."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import numpy as np
 from runtime_backends.disk.device import STREAM_MIN
 from runtime_core import Buffer, dtypes
 
-COPIES = 2
+COPIES = 3
 NBYTES = 4 * STREAM_MIN  # streamed: read through the reader (io_uring or preadv), not memcpy'd from the mapping
 
 

@@ -148,7 +148,7 @@ def test_fallback_reason_must_be_logged_exactly_once():
     assert images.check_fallback_log(0, twice)[0] == ["expected the fallback's reason logged once, found it 2 times"]
     on_uring = "copy 1: read path io_uring; io_uring error: None\ncopy 2: read path io_uring; io_uring error: None\n"
     assert images.check_fallback_log(0, on_uring)[0] == [
-        "expected two or more copies on preadv, got read paths ['io_uring', 'io_uring']",
+        "expected two or more copies on preadv and none on io_uring, got read paths ['io_uring', 'io_uring']",
         "expected the fallback's reason logged once, found it 0 times"]
 
 
@@ -210,3 +210,11 @@ def test_an_unpullable_base_is_replaced_by_the_standin_and_said(monkeypatch: pyt
     assert "docker.io/library/python:3.12-slim cannot be pulled (dial tcp" in capsys.readouterr().out
     with pytest.raises(container_engine.EngineError, match="cannot be pulled: dial tcp"):
         images.resolve_base(_Registryless("podman"), images.IMAGES["io_uring"], "never", "bookworm")
+
+
+def test_copies_the_page_cache_served_count_neither_way():
+    served = "copy 1: read path page_cache; io_uring error: None\n" + PROBE_RUN.replace("copy 1", "copy 3")
+    assert images.check_fallback_log(0, served)[0] == []
+    assert images.check_fallback_log(0, served.replace("copy 2: read path preadv", "copy 2: read path page_cache"))[0] \
+        == ["expected two or more copies on preadv and none on io_uring, got read paths ['page_cache', 'preadv', "
+            "'page_cache']"]
