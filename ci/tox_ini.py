@@ -36,7 +36,7 @@ class Recorder:
         self.deps: list[str] = []
         self.commands: list[str] = []
 
-    def install(self, *args: str) -> None:
+    def install(self, *args: str, **_: Any) -> None:
         pending = list(args)
         while pending:
             arg = pending.pop(0)

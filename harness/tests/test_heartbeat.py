@@ -56,3 +56,11 @@ def test_the_thread_writes_and_stops():
     beat.start()
     beat.stop()  # joins: whatever it wrote is in lines, and it writes nothing after
     assert all(line.startswith("harness: ") for line in lines)
+
+
+def test_a_bad_quiet_time_is_a_usage_error(fake_pytester, monkeypatch):
+    monkeypatch.setenv("HARNESS_HEARTBEAT_S", "soon")
+    fake_pytester.makepyfile("def test_x():\n    pass\n")
+    result = fake_pytester.runpytest()
+    assert result.ret == 4  # pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: HARNESS_HEARTBEAT_S='soon': expected seconds >= 0*"])

@@ -196,3 +196,31 @@ def test_bigmem_env_enables(fake_pytester: pytest.Pytester, monkeypatch: pytest.
     fake_pytester.makepyfile(BIGMEM_TEST)
     monkeypatch.setenv("HARNESS_RUN_BIGMEM", "1")
     fake_pytester.runpytest().assert_outcomes(passed=1)
+
+
+RESTRICTED_MODULE = """
+import pytest
+
+pytestmark = pytest.mark.backends("FAKEOK")
+
+
+def test_a(device):
+    pass
+
+
+def test_b(device):
+    pass
+
+
+def test_c(device):
+    pass
+"""
+
+
+def test_backend_skips_are_one_summary_line_per_reason(fake_pytester: pytest.Pytester) -> None:
+    fake_pytester.makepyfile(RESTRICTED_MODULE)
+    result = fake_pytester.runpytest("-rs", "--backends", "FAKEOK,FAKELOCAL")
+    result.assert_outcomes(passed=3, skipped=3)
+    skips = [line for line in result.stdout.lines if line.startswith("SKIPPED")]
+    assert len(skips) == 1 and skips[0].startswith("SKIPPED [3] ")
+    assert skips[0].endswith("test restricted to backends FAKEOK by @pytest.mark.backends")

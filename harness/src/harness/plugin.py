@@ -18,6 +18,7 @@ from harness.fixtures import device, rng
 from harness.heartbeat import Heartbeat
 from harness.selection import WORKERINPUT_KEY, get_selection
 from harness.summary import BACKEND_PROPERTY, BackendCounts, backend_of
+from runtime_core.config import ConfigError
 
 _COUNTS_KEY = pytest.StashKey[BackendCounts]()
 
@@ -45,7 +46,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _start_heartbeat(config: pytest.Config) -> None:
-    quiet_s = HARNESS_HEARTBEAT_S.get()
+    try:
+        quiet_s = HARNESS_HEARTBEAT_S.get()
+    except ConfigError as e:
+        raise pytest.UsageError(str(e)) from None
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if quiet_s and reporter is not None:
         beat = Heartbeat(reporter.write_line, quiet_s)

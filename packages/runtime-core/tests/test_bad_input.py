@@ -227,6 +227,12 @@ def test_default_env_that_is_not_a_boolean_is_an_error(monkeypatch, value):
         _ = Device.DEFAULT
 
 
+@pytest.mark.parametrize("value", ["1", "true", "Yes", "on"])
+def test_default_env_true_words_request_the_backend(monkeypatch, value):
+    monkeypatch.setenv("PYTHON", value)
+    assert Device.DEFAULT == "PYTHON"
+
+
 @pytest.mark.parametrize("value", ["0", "", " ", "false", "OFF"])
 def test_default_env_zero_or_empty_requests_nothing(monkeypatch, value):
     monkeypatch.setenv("CPU", value)

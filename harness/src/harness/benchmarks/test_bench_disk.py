@@ -228,7 +228,7 @@ def test_disk_read_peer_tinygrad(benchmark: Any, disk_file: DiskFile, cache: str
     out = np.ones_like(disk_file.data)
 
     def read() -> None:
-        buf.copyout(memoryview(out))
+        buf.copyout(out.data)  # a memoryview of the array
 
     def make_cold() -> None:  # its own mapping keeps the pages cached: drop it first
         buf.allocator.dev.mem.madvise(mmap.MADV_DONTNEED)

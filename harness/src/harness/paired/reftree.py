@@ -215,15 +215,27 @@ def _environment(tree: Path, env: Path, editable: list[str], pinned: list[str],
     venv.EnvBuilder(clear=True, with_pip=True).create(env)
     requirements = env / "requirements.txt"
     requirements.write_text("\n".join(pinned) + "\n")
-    command = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", str(requirements)]
+    command = [str(python), "-m", "pip", "install", "--progress-bar", "off", "--disable-pip-version-check", "-r",
+               str(requirements)]
     for path in packages:
         command += ["-e", str(tree / path)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RefError(f"installing {tree}'s packages into {env} failed:\n{done.stderr.strip()[-4000:]}")
+    _pip(command, f"installing {tree}'s packages into {env}", progress)
     _through(tree, env)
     stamp_file.write_text(stamp + "\n")
     return python
+
+
+def _pip(command: list[str], what: str, progress: Callable[[str], None]) -> None:
+    """Run a pip ``command``, saying each package it collects and what it installed (a build takes minutes: the
+    user sees it move); RefError with pip's last output when it fails."""
+    lines: list[str] = []
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as pip:
+        for line in pip.stdout or ():
+            lines.append(line.rstrip())
+            if line.startswith(("Collecting", "Successfully installed")):
+                progress(f"  pip: {line.strip()[:160]}")
+    if pip.returncode != 0:
+        raise RefError(f"{what} failed:\n" + "\n".join(lines[-40:])[-4000:])
 
 
 def _precompile(python: Path, tree: Path, editable: list[str]) -> None:

@@ -23,6 +23,8 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+import numpy as np
+
 from runtime_core.sink import CopyinSink, CopySink, HostSink
 
 Buffer = Any  # runtime_core.buffer.Buffer, which imports this module
@@ -42,8 +44,8 @@ class Route(enum.Enum):
     STAGED = "staged"
 
 
-def _is_buffer(x: Any) -> bool:
-    return hasattr(x, "allocator") and hasattr(x, "copy_from")
+def _is_host(x: Any) -> bool:
+    return isinstance(x, (bytes, bytearray, memoryview, np.ndarray))
 
 
 def _backend(buf: Buffer) -> str:
@@ -51,16 +53,19 @@ def _backend(buf: Buffer) -> str:
 
 
 def route(dest: Any, src: Any) -> Route:
-    """The route a copy from ``src`` to ``dest`` takes; ``TypeError`` when neither is a Buffer."""
-    if not _is_buffer(dest) and not _is_buffer(src):
-        raise TypeError(f"a copy needs a Buffer at one end at least, got {type(src).__name__} -> {type(dest).__name__}")
-    if not _is_buffer(src):
+    """The route a copy from ``src`` to ``dest`` takes (host memory: bytes-like or a numpy array; anything else a
+    Buffer); ``TypeError`` when both are host memory."""
+    if _is_host(src):
+        if _is_host(dest):
+            raise TypeError(f"a copy needs a Buffer at one end at least, got {type(src).__name__} -> "
+                            f"{type(dest).__name__}")
         return Route.HOST_IN
-    if not _is_buffer(dest):
+    if _is_host(dest):
         return Route.HOST_OUT
-    caps, src_caps = dest.allocator.capabilities, src.allocator.capabilities
+    dest_dev, src_dev = dest.dev, src.dev
+    caps, src_caps = dest_dev.allocator.capabilities, src_dev.allocator.capabilities
     if caps.transfer and _backend(dest) == _backend(src):
-        return Route.SAME_DEVICE if dest.dev is src.dev else Route.PEER
+        return Route.SAME_DEVICE if dest_dev is src_dev else Route.PEER
     if src_caps.streams_out and (caps.own_sink or caps.host_view or caps.views):
         return Route.STREAMED
     return Route.HOST_VIEW if src_caps.host_view else Route.STAGED

@@ -1,6 +1,6 @@
 """The CPU device's thread pool: a launch's groups split into chunks, run by worker threads and the caller.
 
-A chunk is one call of the kernel on its own argument block (a range of groups, see ``abi``). ctypes releases the GIL
+A chunk is one call of the kernel on its own argument block (a rectangle of groups, see ``abi``). ctypes releases the GIL
 for the duration of a foreign call, so the chunks run in parallel on the cores. Chunks are taken from one queue by
 whichever thread is free, which keeps all threads busy when other processes load some cores. Which thread runs which
 chunk changes nothing in the results: each group is run by exactly one call, and groups of a race-free kernel write

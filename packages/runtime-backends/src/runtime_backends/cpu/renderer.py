@@ -1,21 +1,22 @@
 """C renderer of the CPU backend: one kernel IR -> one freestanding C function plus its signature record.
 
 The function follows the calling convention of ``abi`` (``void <name>(const long long* rtk_args)``, arguments in an
-int64 block, a ``rtk_signature`` record naming the launch parameters it reads). It runs the groups of its range
-``[glo, ghi)`` (linear group index, x fastest), row by row of groups, and every thread of them, each thread executing
-the whole op list, so one object serves any launch shape and any split of the groups over threads. A kernel that
-stores nothing has no effect and renders as an empty function that takes no launch parameters.
+int64 block, a ``rtk_signature`` record naming the launch parameters it reads). It runs the rectangle of groups the
+call is given (rows ``[rlo, rhi)`` times x groups ``[xlo, xhi)``) and every thread of them, each thread executing the
+whole op list, so one object serves any launch shape and any split of the groups over threads. A kernel that stores
+nothing has no effect and renders as an empty function that takes no launch parameters.
 
 Loops shaped so the compiler's work matches the op. When the kernel reads its x group and x thread ids only as the
-global x id (``group * lsize + local``, what ``KernelBuilder.global_id(0)`` builds) and is unchecked, the threads of a
-row of groups run as one flat loop over the global x id (``rtk_gx``) inside the y and z thread loops; otherwise a loop
-over the row's x groups holds the z, y, x thread loops (x innermost). The innermost loop is a plain counted loop over
-consecutive ids, which compilers vectorize; Clang is told not to unroll it (``cexpr.HEADER``), which otherwise
-multiplies compile time for loops whose trip count is known only at run time. Integer ADD/SUB/MUL of 32/64-bit values
-whose only use is a LOAD/STORE index (directly or through other such ops) are computed in ``long long`` without
-wrapping (the IR leaves a wrapped index undefined), so addresses are affine in the loop counters. Buffers the kernel
-only reads are ``const``. Pointers are not ``restrict``: the IR cannot prove that a launch's buffers do not overlap,
-so compilers check at run time where they vectorize.
+global x id (``group * lsize + local``, what ``KernelBuilder.global_id(0)`` builds) and is unchecked, it is two loops:
+one over (row, z thread, y thread), which derives the ids it needs by division once per x row, around one counted loop
+over the rectangle's global x ids (``rtk_gx``). Otherwise a row loop holds the x group loop and the z, y, x thread
+loops (x innermost). The innermost loop runs over consecutive ids, which compilers vectorize; Clang is told not to
+unroll it (``cexpr.HEADER``): runtime unrolling of a vectorized loop whose trip count is known only at run time was
+most of what Clang spent compiling an elementwise kernel. Integer ADD/SUB/MUL of 32/64-bit values whose only use is a
+LOAD/STORE index (directly or through other such ops) are computed in ``long long`` without wrapping (the IR leaves a
+wrapped index undefined), so addresses are affine in the loop counters. Buffers the kernel only reads are ``const``.
+Pointers are not ``restrict``: the IR cannot prove that a launch's buffers do not overlap, so compilers check at run
+time where they vectorize.
 
 Value semantics are in ``runtime_backends.cstyle`` (the C-family writer both C renderers share), the CPU's spelling in
 ``cexpr``. In checked mode (``memcheck``) every access first compares its index with the buffer's element count (from
