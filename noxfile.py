@@ -224,3 +224,12 @@ def docker_lint(session: nox.Session) -> None:
                     silent=False)
     session.run("hadolint", "--config", ".hadolint.yaml", *dockerfiles)
     session.run("pytest", "-p", "no:cacheprovider", "-q", "ci/tests", *session.posargs)
+
+
+@nox.session(python=False)
+def images(session: nox.Session) -> None:
+    """Build both CI images (docker/io_uring, docker/cuda) with docker or podman, on a Debian stand-in base where the
+    real one cannot be pulled, and run their jobs: tests-disk with io_uring allowed and refused, tests-mockgpu, and
+    tests-cuda (failing without a GPU); reports build times, image sizes and each job's evidence (ci/images.py,
+    docker/README.md). Needs root to install podman and build the stand-in. `nox -s images -- --help`."""
+    session.run("python3", "ci/images.py", *session.posargs, external=True)

@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.config import REQUIRE_IO_URING
+from runtime_backends.disk.uring import Ring
 from runtime_core import Buffer, Device, dtypes
 from runtime_core.dtype import DType
 
@@ -44,3 +46,16 @@ def disk_buffer() -> Iterator[DiskBuf]:
         for buf in made:
             if buf.is_allocated:
                 buf.deallocate()
+
+
+@pytest.fixture
+def needs_io_uring() -> None:
+    """Skips the test, with the reason, where io_uring cannot be set up (a seccomp profile such as a container
+    engine's default, ``kernel.io_uring_disabled``, a kernel before 5.1); with ``REQUIRE_IO_URING=1`` (the io_uring
+    image) that fails instead. The fallback's own tests need no ring and run everywhere."""
+    try:
+        Ring(2).close()
+    except OSError as e:
+        if REQUIRE_IO_URING.get():
+            pytest.fail(f"REQUIRE_IO_URING=1 but io_uring cannot be set up: {e}")
+        pytest.skip(f"io_uring cannot be set up here: {e}")

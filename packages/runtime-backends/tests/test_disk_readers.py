@@ -69,7 +69,7 @@ def cold(monkeypatch, request):
 
 
 @pytest.fixture
-def scripted(monkeypatch):
+def scripted(monkeypatch, needs_io_uring):
     """``scripted(alter)``: the next DISK devices set up their ring as a :class:`ScriptedRing` with ``alter``."""
     made: list[ScriptedRing] = []
 
@@ -94,7 +94,7 @@ def _to_host(view: Buffer) -> np.ndarray:
     return dest.numpy()
 
 
-@pytest.mark.usefixtures("cold")
+@pytest.mark.usefixtures("cold", "needs_io_uring")
 @pytest.mark.parametrize("direct", ["1", "0"], ids=["o_direct", "buffered"])
 def test_io_uring_and_the_fallback_read_the_same_bytes(view_of, monkeypatch, direct):
     monkeypatch.setenv("DISK_O_DIRECT", direct)
@@ -145,6 +145,7 @@ def test_copies_below_the_stream_threshold_are_one_preadv(make_file, disk_buffer
     assert buf.dev.read_path == "preadv" and buf.dev.last_stats.requests == 1
 
 
+@pytest.mark.usefixtures("needs_io_uring")
 def test_partly_cached_files_read_the_rest(view_of, monkeypatch):
     monkeypatch.setenv("DISK_O_DIRECT", "1")  # residency is looked up for O_DIRECT reads
     def every_other_chunk(self, start, end):
@@ -159,6 +160,7 @@ def test_partly_cached_files_read_the_rest(view_of, monkeypatch):
     assert stats.buffered_bytes + stats.cached_bytes == SIZE or stats.direct_bytes >= SIZE - stats.cached_bytes
 
 
+@pytest.mark.usefixtures("needs_io_uring")
 def test_a_cold_read_uses_o_direct_with_widened_edges(view_of, monkeypatch):
     monkeypatch.setenv("DISK_O_DIRECT", "1")
     view, expected = view_of()
@@ -314,7 +316,7 @@ def _io_uring_fds() -> int:
     return count
 
 
-@pytest.mark.usefixtures("cold")
+@pytest.mark.usefixtures("cold", "needs_io_uring")
 def test_the_ring_belongs_to_the_device_and_finalize_closes_it(view_of):
     before = _io_uring_fds()
     view, expected = view_of()
@@ -413,7 +415,9 @@ class _Gpu(Compiled):
 @pytest.mark.usefixtures("cold")
 @pytest.mark.parametrize("gpu", ["GPU", "GPU:1"], ids=["copyin_pieces", "async_pinned"])
 @pytest.mark.parametrize("path", ["1", "0"], ids=["io_uring", "preadv"])
-def test_devices_without_host_memory_take_staged_pieces(view_of, monkeypatch, gpu, path):
+def test_devices_without_host_memory_take_staged_pieces(view_of, monkeypatch, request, gpu, path):
+    if path == "1":
+        request.getfixturevalue("needs_io_uring")
     monkeypatch.setenv("DISK_IO_URING", path)
     Device.register("GPU", _Gpu)  # inside the disk_buffer fixture's Device.restoring()
     view, expected = view_of()

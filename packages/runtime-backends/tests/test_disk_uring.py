@@ -9,6 +9,8 @@ import pytest
 
 from runtime_backends.disk.uring import IOVec, Ring, _Ordering
 
+pytestmark = pytest.mark.usefixtures("needs_io_uring")
+
 
 def _orderings() -> list:
     out = [pytest.param(None, id="libatomic-or-default")]
