@@ -52,7 +52,7 @@ def test_missing_or_unknown_command_is_one_line_status_2(capsys, argv, said):
     [
         (["--threshold", "abc"], "argument --threshold: threshold 'abc' is not a number or a percent string like '10%'"),
         (["--threshold=-5%"], "argument --threshold: threshold '-5%' must be a fraction > 0 (e.g. 0.1 or '10%')"),
-        (["--alpha", "abc"], "argument --alpha: invalid float value: 'abc'"),
+        (["--alpha", "abc"], "argument --alpha: must be a probability from 1e-6 to 0.5, e.g. 0.01, got 'abc'"),
         (["--bogus"], "unrecognized arguments: --bogus"),
     ],
 )

@@ -161,3 +161,10 @@ def test_settings_refuse_values_out_of_range(bad: dict[str, float]) -> None:
 def test_decide_refuses_non_finite_values() -> None:
     with pytest.raises(ValueError, match="finite"):
         decide([0.1, math.inf], level=0.01)
+
+
+@pytest.mark.parametrize("bad", [[[0.1, 0.2], [0.1, 0.2]], ["0.1", "0.2"], [True, False], [1e300, 1e300], 0.5])
+def test_decide_refuses_what_is_no_list_of_log_ratios(bad: object) -> None:
+    """2-D arrays, strings, booleans, a scalar and ratios beyond e^50 are broken input, never a verdict."""
+    with pytest.raises(ValueError, match="pair values must be"):
+        decide(bad, level=0.01)  # type: ignore[arg-type]

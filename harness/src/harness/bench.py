@@ -44,7 +44,7 @@ from typing import Any
 from harness.bench_schema import ENTRY, MODE_STORED, SHARED_DIR_ENV, SINGLE_THREAD_ENV, role_of
 from harness.cli_args import ArgumentParser
 from harness.config import HARNESS_BASELINE_DIR, child_environ
-from harness.gate import ALPHA, BUDGET_SECONDS, LOOKS, PROCESS_PAIRS, Settings
+from harness.gate import ALPHA, BUDGET_SECONDS, LOOKS, MIN_EFFECT, PROCESS_PAIRS, Settings
 from harness.paired.ab import WorkerSet, run_ab
 from harness.paired.process import WorkerError, WorkerProcess
 from harness.paired.reftree import RefError, Sides, default_ref, prepare_sides
@@ -256,7 +256,8 @@ def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> in
     print(f"harness bench: A/B mode: A = {ref} ({sides.sha[:12]}), B = the working tree ({sides.b_commit[:12]}"
           f"{', with uncommitted changes' if sides.b_dirty else ''}) (ready in {time.perf_counter() - started:.0f} s)",
           flush=True)
-    settings = Settings(min_effect=args.min_effect, alpha=args.alpha, process_pairs=args.process_pairs or PROCESS_PAIRS,
+    settings = Settings(min_effect=MIN_EFFECT if args.min_effect is None else args.min_effect, alpha=args.alpha,
+                        process_pairs=args.process_pairs or PROCESS_PAIRS,
                         looks=args.looks or LOOKS, budget_seconds=args.budget or BUDGET_SECONDS)
     args_of = _side_args(sides, _suite(args.suite), pytest_args) * settings.process_pairs
     shared = (out / "ab" / "shared").resolve()

@@ -90,6 +90,9 @@ class Settings:
                 "process_pairs": self.process_pairs, "looks": self.looks, "budget_seconds": self.budget_seconds}
 
 
+_MAX_LOG_RATIO = 50.0  # a pair value beyond this (a ratio of 5e21) is a broken measurement, not a change
+
+
 @dataclass(frozen=True)
 class Decision:
     """The verdict of one benchmark from its pair values.
@@ -173,9 +176,13 @@ def decide(pair_values: Sequence[float] | np.ndarray, *, min_effect: float = MIN
 
     Raises ValueError for a non-finite pair value, a ``min_effect`` outside [0, 1), or a ``level`` or ``confidence``
     outside (0, 1)."""
-    y = np.asarray(pair_values, dtype=np.float64)
-    if not np.all(np.isfinite(y)):
-        raise ValueError("pair values must be finite log ratios")
+    raw = np.asarray(pair_values)
+    if raw.ndim != 1 or raw.dtype.kind not in "iuf":
+        raise ValueError(f"pair values must be a 1-D sequence of numbers (log ratios), got {raw.dtype} of shape "
+                         f"{raw.shape}")
+    y = raw.astype(np.float64)
+    if not np.all(np.isfinite(y)) or np.any(np.abs(y) > _MAX_LOG_RATIO):
+        raise ValueError(f"pair values must be finite log ratios within ±{_MAX_LOG_RATIO:g} (a ratio of e^{_MAX_LOG_RATIO:g})")
     if not 0.0 <= min_effect < 1.0:
         raise ValueError(f"min_effect must be a fraction in [0, 1), got {min_effect!r}")
     if not (0.0 < level < 1.0 and 0.0 < confidence < 1.0):

@@ -103,7 +103,8 @@ def run_ab(open_set: WorkerSets, ref: str, progress: Callable[[str], None], sett
 @dataclass(frozen=True)
 class _Plan:
     """What a run times: the benchmarks both sides have (``common``, B's order) with their roles, how many of them are
-    entries (at least 1: the family the correction divides by), and those on one side only (A's, B's)."""
+    entries not skipped on both sides at collection (at least 1: the family the correction divides by), and those on
+    one side only (A's, B's)."""
 
     common: list[str]
     roles: dict[str, str]
@@ -115,7 +116,8 @@ class _Plan:
         a_names, b_names = collected[0].benchmarks(), collected[1].benchmarks()
         common = [n for n in b_names if n in set(a_names)]
         roles = {n: collected[1].items[n]["role"] or collected[0].items[n]["role"] or ENTRY for n in common}
-        entries = max(1, sum(1 for role in roles.values() if role == ENTRY))
+        judged = [n for n in common if _skipped_on_both(collected, n) is None]
+        entries = max(1, sum(1 for n in judged if roles[n] == ENTRY))
         return cls(common, roles, entries, ([n for n in a_names if n not in set(b_names)],
                                             [n for n in b_names if n not in set(a_names)]))
 

@@ -43,9 +43,10 @@ def add_verdict_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--min-effect",
         type=parse_min_effect_option,
-        default=DEFAULT_MIN_EFFECT,
+        default=None,
         metavar="E",
-        help=f"A/B mode's smallest change worth a verdict (default {DEFAULT_MIN_EFFECT * 100:g}%%)",
+        help=f"A/B mode's smallest change worth a verdict (default: what the A/B run used, else "
+             f"{DEFAULT_MIN_EFFECT * 100:g}%%)",
     )
 
 
@@ -61,7 +62,8 @@ def build_parser(prog: str = "python -m harness report") -> ArgumentParser:
     parser.add_argument("--history", metavar="DIR",
                         help="directory of earlier runs of the same machine, for trend plots and the drift check")
     add_verdict_arguments(parser)
-    parser.add_argument("--alpha", type=float, default=0.01, help="significance level of the tests (default 0.01)")
+    parser.add_argument("--alpha", type=_probability, default=None,
+                        help="the tests' level (default: what the A/B run used, else 0.01)")
     parser.add_argument("--out", default="reports", metavar="DIR", help="output directory (default: reports/)")
     parser.add_argument("--no-fail", action="store_true", help="exit 0 even when an entry regressed")
     return parser
@@ -91,8 +93,8 @@ def write_report(
     *,
     out: str | Path,
     threshold: float = 0.10,
-    min_effect: float = DEFAULT_MIN_EFFECT,
-    alpha: float = 0.01,
+    min_effect: float | None = None,
+    alpha: float | None = None,
     saved_baseline: str | None = None,
     warnings: Sequence[str] = (),
 ) -> tuple[ComparisonResult, list[Path]]:
@@ -118,6 +120,17 @@ def finish(result: ComparisonResult, written: Sequence[Path], *, no_fail: bool) 
     print(render_text(result))
     print("reports: " + ", ".join(str(path) for path in written))
     return 1 if result.failed and not no_fail else 0
+
+
+def _probability(text: str) -> float:
+    """argparse ``type`` of --alpha: a probability from 1e-6 to 0.5."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 1e-6 <= value <= 0.5:
+        raise argparse.ArgumentTypeError(f"must be a probability from 1e-6 to 0.5, e.g. 0.01, got {text!r}")
+    return value
 
 
 def parse_min_effect_option(text: str) -> float:

@@ -27,12 +27,12 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from harness.bench_schema import ENTRY, HIGHER_IS_BETTER_KEY, LIMIT, MODE_AB, PEER, THRESHOLD_KEY
-from harness.gate import LOOKS, MIN_EFFECT, Decision, Verdict, corrected_level, decide, pair_values, split_pairs
+from harness.bench_schema import ENTRY, HIGHER_IS_BETTER_KEY, LIMIT, MODE_AB, PEER, THRESHOLD_KEY, finite_float
+from harness.gate import LOOKS, MIN_EFFECT, PROCESS_PAIRS, Decision, Verdict, corrected_level, decide, pair_values, split_pairs
 from harness.report.drift import Drift, find_drift
 from harness.report.errors import ReportInputError, shorten
 from harness.report.groups import XLimit, group_limits, role, x_limits
-from harness.report.load import BenchmarkRecord, BenchmarkRun, parse_run
+from harness.report.load import MIN_SECONDS, BenchmarkRecord, BenchmarkRun, parse_run
 from harness.report.machine import machine_id, machine_mismatch
 from harness.report.stats import SampleComparison, compare_normalized, compare_records, compare_samples, unit_log_ratios
 from harness.report.thresholds import parse_threshold
@@ -196,8 +196,8 @@ def compare(
     *,
     history: Sequence[BenchmarkRun] = (),
     threshold: float = 0.10,
-    min_effect: float = DEFAULT_MIN_EFFECT,
-    alpha: float = 0.01,
+    min_effect: float | None = None,
+    alpha: float | None = None,
     confidence: float = 0.95,
     n_resamples: int = 2000,
     seed: int = 0,
@@ -209,7 +209,8 @@ def compare(
     ``notes`` hold NO_BASELINE_NOTE naming the current run's ``machine_id``. ``history``: earlier runs of the same
     machine, oldest first, for the drift check of stored mode. ``threshold``: stored mode's default fraction a median
     may grow before a significant change counts (a benchmark's ``extra_info['threshold']`` overrides it, current side
-    first); ``min_effect``: A/B mode's smallest change worth a verdict; ``alpha``: the tests' level; ``confidence``:
+    first); ``min_effect``: A/B mode's smallest change worth a verdict, ``alpha``: the tests' level (None: what an
+    A/B run recorded, else DEFAULT_MIN_EFFECT and 0.01); ``confidence``:
     the CIs' level; ``n_resamples``/``seed``: the bootstrap's (each benchmark draws from its own generator seeded by
     ``seed`` and its fullname). ``saved_baseline``: where the caller saved ``current`` as the baseline (the notes say
     so). Raises ReportInputError for an invalid document, option or per-benchmark threshold.
@@ -217,19 +218,21 @@ def compare(
     cur = current if isinstance(current, BenchmarkRun) else parse_run(current, "current")
     base = baseline if baseline is None or isinstance(baseline, BenchmarkRun) else parse_run(baseline, "baseline")
     threshold = parse_threshold(threshold, "--threshold")
+    before = base if base is not None else replace(cur, source="(no baseline)", benchmarks={}, harness={})
+    paired = base is not None and _paired(cur, base)
+    min_effect = _recorded(cur, "min_effect", min_effect, DEFAULT_MIN_EFFECT, paired)
+    alpha = _recorded(cur, "alpha", alpha, 0.01, paired)
     _check_level(alpha, "--alpha")
     _check_level(confidence, "confidence")
     if not 0.0 <= min_effect < 1.0:
         raise ReportInputError(f"--min-effect must be a fraction in [0, 1), got {min_effect!r}")
     if n_resamples < 100:
         raise ReportInputError(f"n_resamples must be >= 100 for a usable CI, got {n_resamples}")
-    before = base if base is not None else replace(cur, source="(no baseline)", benchmarks={}, harness={})
-    paired = base is not None and _paired(cur, base)
     settings = _Settings(threshold, min_effect, alpha, confidence, n_resamples, seed)
     names = sorted(set(cur.benchmarks) | set(before.benchmarks))
     if paired:
-        level = _run_level(names, cur, before, settings)
-        comparisons = [_ab_one(name, cur, before, settings, level) for name in names]
+        level, most_pairs = _run_level(names, cur, before, settings)
+        comparisons = [_ab_one(name, cur, before, settings, level, most_pairs) for name in names]
     else:
         judge_one = _StoredJudge(cur, before, history, settings)
         comparisons = [judge_one(name, cur, before) for name in names]
@@ -261,10 +264,28 @@ class _Settings:
     seed: int
 
 
+def _recorded(run: BenchmarkRun, key: str, given: float | None, default: float, paired: bool) -> float:
+    """``given``, else (an A/B run) the value the runner recorded under RUN_KEY ``key`` when it is a number, else
+    ``default``."""
+    if given is not None:
+        return given
+    value = finite_float(run.harness.get(key)) if paired else None
+    return default if value is None else value
+
+
 def _paired(cur: BenchmarkRun, base: BenchmarkRun) -> bool:
-    """True when the runs are the two sides of one A/B run."""
-    ids = {run.harness.get("pairing") for run in (cur, base)}
-    return all(run.harness.get("mode") == MODE_AB for run in (cur, base)) and len(ids) == 1 and None not in ids
+    """True when the runs are the two sides of one A/B run: A as the baseline, B as the current run. Raises
+    ReportInputError for A/B files of two different runs, or given the wrong way round."""
+    modes = [run.harness.get("mode") for run in (cur, base)]
+    if modes != [MODE_AB, MODE_AB]:
+        return False
+    if cur.harness.get("pairing") != base.harness.get("pairing") or cur.harness.get("pairing") is None:
+        raise ReportInputError("the two A/B files come from different A/B runs (their harness.pairing differ): "
+                               "compare A.json and B.json of one run")
+    if (cur.harness.get("side"), base.harness.get("side")) != ("B", "A"):
+        raise ReportInputError("an A/B run is reported with --current B.json (the working tree) and --baseline A.json "
+                               f"(the ref); got sides {cur.harness.get('side')!r} and {base.harness.get('side')!r}")
+    return True
 
 
 def _one_sided(name: str, now: BenchmarkRecord | None, before: BenchmarkRecord | None,
@@ -276,19 +297,25 @@ def _one_sided(name: str, now: BenchmarkRecord | None, before: BenchmarkRecord |
     return BenchmarkComparison(name, verdict, role(record), threshold, current=now, baseline=before)
 
 
-def _run_level(names: Sequence[str], cur: BenchmarkRun, base: BenchmarkRun, settings: _Settings) -> float:
-    """The corrected level of each test of an A/B run: ``alpha`` over the entries and looks the runner recorded
-    (RUN_KEY ``entries``, ``looks``), else over the entries on both sides and LOOKS (files from another writer)."""
-    entries = cur.harness.get("entries")
-    if isinstance(entries, bool) or not isinstance(entries, int) or entries < 1:
-        entries = sum(1 for n in names if n in cur.benchmarks and n in base.benchmarks and role(cur.benchmarks[n]) == ENTRY)
-    looks = cur.harness.get("looks")
-    if isinstance(looks, bool) or not isinstance(looks, int) or looks < 1:
-        looks = LOOKS
-    return corrected_level(settings.alpha, max(1, entries), looks)
+def _run_level(names: Sequence[str], cur: BenchmarkRun, base: BenchmarkRun, settings: _Settings) -> tuple[float, int]:
+    """(the corrected level of each test, the most process pairs a benchmark can have) of an A/B run: ``alpha`` over
+    the entries and looks the runner recorded (RUN_KEY ``entries``, ``looks``, ``process_pairs``), each within what
+    the files and the runner allow, else over the entries on both sides, LOOKS and PROCESS_PAIRS."""
+    counted = sum(1 for n in names if n in cur.benchmarks and n in base.benchmarks and role(cur.benchmarks[n]) == ENTRY)
+    entries = _whole_within(cur.harness.get("entries"), 1, 2 * max(1, len(names)), counted)
+    looks = _whole_within(cur.harness.get("looks"), 1, 4, LOOKS)
+    pairs = _whole_within(cur.harness.get("process_pairs"), 2, 16, PROCESS_PAIRS)
+    return corrected_level(settings.alpha, max(1, entries), looks), pairs * looks
 
 
-def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Settings, level: float) -> BenchmarkComparison:
+def _whole_within(value: Any, low: int, high: int, default: int) -> int:
+    """``value`` when it is an integer in [low, high], else ``default``."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+    return value if ok else default
+
+
+def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Settings, level: float,
+            most_pairs: int) -> BenchmarkComparison:
     """A/B: the verdict of ``harness.gate.decide`` on the benchmark's pair values (see the module doc)."""
     now, before = cur.benchmarks.get(name), base.benchmarks.get(name)
     threshold = _threshold_of(now, before, settings.threshold)
@@ -297,12 +324,16 @@ def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Setting
     kind = role(now)
     if (changed := _work_changed(now, before)) is not None:
         return BenchmarkComparison(name, Verdict.UNJUDGED, kind, threshold, now, before, note=changed)
+    if role(before) != kind:
+        note = f"not judged: its role differs between the sides (A: {role(before)}, B: {kind})"
+        return BenchmarkComparison(name, Verdict.UNJUDGED, ENTRY, threshold, now, before, note=note)
     try:
-        values = _pair_values(now, before)
+        values = _pair_values(now, before, most_pairs)
+        decision: Decision = decide(values, min_effect=settings.min_effect, level=level,
+                                    confidence=settings.confidence)
     except ValueError as exc:
         note = f"not judged: its rounds do not split into process pairs ({exc})"
         return BenchmarkComparison(name, Verdict.UNJUDGED, kind, threshold, now, before, note=note)
-    decision: Decision = decide(values, min_effect=settings.min_effect, level=level, confidence=settings.confidence)
     return BenchmarkComparison(
         name, decision.verdict, kind, threshold, now, before, ratio=1.0 + decision.change,
         ci=(1.0 + decision.interval[0], 1.0 + decision.interval[1]), p_value=decision.p_value,
@@ -312,16 +343,23 @@ def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Setting
     )
 
 
-def _pair_values(now: BenchmarkRecord, before: BenchmarkRecord) -> np.ndarray:
+def _pair_values(now: BenchmarkRecord, before: BenchmarkRecord, most_pairs: int) -> np.ndarray:
     """The pair values of an A/B benchmark from both records (``stats.data`` and options ``pair_rounds``). Raises
-    ValueError when the two sides' process pairs or rounds do not match or the data is missing."""
+    ValueError when the two sides' process pairs or rounds do not match, there are more pairs than the run could take
+    (``most_pairs``) or the data is missing; ReportInputError for a round of (nearly) 0 s, which no timer gives."""
     layout = now.options.get("pair_rounds")
     if layout != before.options.get("pair_rounds"):
         raise ValueError("the two sides' options.pair_rounds differ")
     if not isinstance(layout, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in layout):
         raise ValueError(f"options.pair_rounds must be a list of round counts, got {shorten(repr(layout), 60)}")
+    if len(layout) > most_pairs:
+        raise ValueError(f"{len(layout)} process pairs, more than the run's process pairs x looks ({most_pairs})")
     if now.data is None or before.data is None:
         raise ValueError("no per-round data on one side")
+    for data in (now.data, before.data):
+        if float(data.min()) < MIN_SECONDS:
+            raise ReportInputError(f"{now.fullname}: a round of {float(data.min())!r} s in an A/B run file: no timer "
+                                   "gives that; is the file corrupt?")
     return pair_values(split_pairs(list(before.data), layout), split_pairs(list(now.data), layout))
 
 

@@ -19,7 +19,7 @@ from harness.bench_schema import (
     short_name,
 )
 from harness.report.compare import SECTIONS, BenchmarkComparison, ComparisonResult
-from harness.report.groups import natural_figure, record_figure
+from harness.report.groups import median_seconds, natural_figure, record_figure
 from harness.report.load import BenchmarkRun
 from harness.report.machine import machine_fields
 
@@ -143,15 +143,24 @@ def ab_table(result: ComparisonResult) -> tuple[list[str], list[list[str]], froz
     for c in sorted(result.comparisons, key=key):
         note = "" if c.verdict.value == "unchanged" and c.role == ENTRY else (c.note or "")
         rows.append([short_name(c.fullname), change(c), change_interval(c), verdict_word(c), _figure(c.baseline),
-                     _figure(c.current), str(c.pairs or "–"), note])
+                     _b_figure(c), str(c.pairs or "–"), note])
     return head, rows, frozenset({1, 4, 5, 6})
+
+
+def _b_figure(c: BenchmarkComparison) -> str:
+    """B's figure: A's median time scaled by the judged change (so the two figures and the change agree), else B's
+    own rounds."""
+    if c.baseline is None or c.ratio is None or c.current is None:
+        return _figure(c.current)
+    judged = median_seconds(c.baseline) * c.ratio
+    return record_figure(c.current, judged) or seconds(judged)
 
 
 def _figure(record: Any) -> str:
     """A side's figure in the benchmark's unit from its rounds, else its median time."""
     if record is None:
         return "–"
-    return record_figure(record) or seconds(record.median)
+    return record_figure(record) or seconds(median_seconds(record))
 
 
 def summary(result: ComparisonResult) -> str:

@@ -23,7 +23,7 @@ import numpy as np
 from harness.bench_schema import ENTRY, LIMIT, PER_CALL_KEY, TIME_UNITS, UNIT_KEY, VALUE_KEY, finite_float, role_of
 from harness.report.load import BenchmarkRecord, BenchmarkRun
 
-__all__ = ["XLimit", "group_limits", "is_limit", "natural_figure", "record_figure", "role", "x_limits"]
+__all__ = ["XLimit", "group_limits", "is_limit", "median_seconds", "natural_figure", "record_figure", "role", "x_limits"]
 
 
 @dataclass(frozen=True)
@@ -87,12 +87,18 @@ def natural_figure(extra_info: Mapping[str, Any]) -> str | None:
 
 
 
-def record_figure(record: BenchmarkRecord) -> str | None:
+def median_seconds(record: BenchmarkRecord) -> float:
+    """The median of ``record``'s rounds (``stats.data``), else its summary median (seconds per call)."""
+    return float(np.median(record.data)) if record.data is not None and record.data.size else record.median
+
+
+def record_figure(record: BenchmarkRecord, seconds: float | None = None) -> str | None:
     """The natural-unit figure of ``record`` computed from its own rounds (the median of ``stats.data``, or the
-    summary median): '<value> <unit>' for a time unit of TIME_UNITS or a throughput whose amount per call the
-    benchmark recorded (PER_CALL_KEY); else the figure the benchmark recorded (``natural_figure``), or None."""
+    summary median; ``seconds`` per call instead when given): '<value> <unit>' for a time unit of TIME_UNITS or a
+    throughput whose amount per call the benchmark recorded (PER_CALL_KEY); else the figure the benchmark recorded
+    (``natural_figure``), or None."""
     unit = record.extra_info.get(UNIT_KEY)
-    median = float(np.median(record.data)) if record.data is not None and record.data.size else record.median
+    median = seconds if seconds is not None else median_seconds(record)
     per_call = record.extra_info.get(PER_CALL_KEY)
     amount = finite_float(per_call.get(unit)) if isinstance(per_call, Mapping) and isinstance(unit, str) else None
     if isinstance(unit, str) and unit in TIME_UNITS:

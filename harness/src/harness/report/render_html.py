@@ -133,7 +133,7 @@ def _changes(result: ComparisonResult) -> str:
     judged.sort(key=lambda c: -(c.ratio or 0.0))
     if not judged:
         return ""
-    png = changes_figure([fmt.short_name(c.fullname) for c in judged], [c.ratio - 1 for c in judged if c.ratio],
-                         [(c.ci[0] - 1, c.ci[1] - 1) for c in judged if c.ci], result.min_effect)
+    png = changes_figure([fmt.short_name(c.fullname) for c in judged], [(c.ratio or 0.0) - 1 for c in judged],
+                         [(c.ci[0] - 1, c.ci[1] - 1) if c.ci else (0.0, 0.0) for c in judged], result.min_effect)
     data = base64.b64encode(png).decode("ascii")
     return f'<img alt="change of every benchmark with its interval" src="data:image/png;base64,{data}"/>'

@@ -67,11 +67,12 @@ def _ab(result: ComparisonResult) -> str:
     lines.append(f"benchmark report (A/B): {fmt.headline(result)}")
     lines.append("  " + ", ".join(f"{label} = {text}" for label, text in fmt.sides(result)))
     _, rows, _ = fmt.ab_table(result)
-    shown = [r for r in rows if r[3] != "unchanged"]
+    shown = [r for r in rows if not r[3].startswith("unchanged")]
     width = max((len(r[0]) for r in shown), default=0)
     for name, change, interval, verdict, a, b, _, note in shown:
         lines.append(f"  {verdict.upper():<22} {name:<{width}}  {change:>7} {interval:<18} A {a}  B {b}"
                      + (f"  ({note})" if note else ""))
-    lines.append(f"  {sum(1 for r in rows if r[3] == 'unchanged')} entries unchanged; the table of every benchmark "
-                 "is in report.md and report.html")
+    unchanged = sum(1 for r in rows if r[3].startswith("unchanged"))
+    lines.append(f"  {unchanged} unchanged benchmark{'' if unchanged == 1 else 's'} not listed; the table of every "
+                 "benchmark is in report.md and report.html")
     return "\n".join(lines)

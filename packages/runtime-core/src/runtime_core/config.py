@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 __all__ = ["ConfigError", "Kind", "Setting", "FLAG", "TEXT", "PATH", "SECONDS", "BYTES", "COUNT", "SETTINGS",
            "device_flag", "DEVICE_FLAG_NAME", "MOCKGPU", "CC", "CPU_THREADS", "CPU_MEMCHECK", "PTX", "DISK_IO_URING",
            "DISK_O_DIRECT", "HOST", "CLOUD_TOKEN", "CLOUDDEV", "CLOUD_TIMEOUT", "CLOUD_CONNECT_TIMEOUT",
-           "RUNTIME_LRU_MAX_BYTES", "RUNTIME_CACHE_DB", "RUNTIME_DISABLE_COMPILE_CACHE"]
+           "RUNTIME_LRU_MAX_BYTES", "RUNTIME_CACHE_DB", "RUNTIME_DISABLE_COMPILE_CACHE", "environ_snapshot",
+           "replace_environ"]
 
 T = TypeVar("T", covariant=True)
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -159,3 +160,15 @@ SETTINGS: tuple[Setting, ...] = (
     CPU_THREADS, CPU_MEMCHECK, PTX, MOCKGPU, DISK_IO_URING, DISK_O_DIRECT, HOST, CLOUD_TOKEN, CLOUDDEV, CLOUD_TIMEOUT,
     CLOUD_CONNECT_TIMEOUT)
 """Every variable of runtime-core and runtime-backends, in the order the docs list them."""
+
+
+def environ_snapshot(**changes: str) -> dict[str, str]:
+    """This process's whole environment as it is now, with ``changes`` applied: what a child process (a CLOUD
+    server, a session's worker) is started with, so it sees the variables exactly as they are here."""
+    return {**os.environ, **changes}
+
+
+def replace_environ(environ: Mapping[str, str]) -> None:
+    """Make ``environ`` this process's whole environment (a forked worker taking its server's current one)."""
+    os.environ.clear()
+    os.environ.update(environ)

@@ -6,7 +6,6 @@ exits). The client reaches it over HTTP like any other server and never imports 
 from __future__ import annotations
 
 import logging
-import os
 import re
 import secrets
 import selectors
@@ -15,6 +14,7 @@ import sys
 import threading
 import time
 
+from runtime_core.config import environ_snapshot
 from runtime_core.device import DeviceError
 
 __all__ = ["LocalServer", "START_TIMEOUT_S"]
@@ -35,7 +35,7 @@ class LocalServer:
         cmd = [sys.executable, "-m", "runtime_backends.cloud", "serve", "--port", "0", "--device", device,
                "--stop-on-stdin-eof", "--log-level", "WARNING"]
         self.process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        env={**os.environ, "CLOUD_TOKEN": self.token})
+                                        env=environ_snapshot(CLOUD_TOKEN=self.token))
         self._errors: list[str] = []
         threading.Thread(target=self._forward_stderr, name="cloud-local-stderr", daemon=True).start()
         try:

@@ -39,6 +39,7 @@ from runtime_backends.cloud.server.limits import Limits
 from runtime_backends.cloud.wire.framing import HEADER_BYTES, Blob
 from runtime_backends.cloud.wire.literal import decode_requests
 from runtime_backends.cloud.wire.protocol import ProtocolError, Request
+from runtime_core.config import environ_snapshot, replace_environ
 from runtime_core.device import Compiled, Device
 
 __all__ = ["Worker", "WorkerGone", "WorkerReply", "Zygote", "CHUNK_BYTES", "serve_session", "describe_exit"]
@@ -60,8 +61,7 @@ def serve_session(sock: socket.socket, device: str, limits: Limits, budget: Memo
     started), open ``device``, then run the batches that arrive on ``sock`` for one session until it closes; the
     session's buffers count in ``budget``'s ``slot``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # ^C of a server in a terminal: the server ends its workers
-    os.environ.clear()
-    os.environ.update(environ)
+    replace_environ(environ)
     try:
         dev: Compiled = Device.backend_class(device.partition(":")[0])(device)  # type: ignore[call-arg]
     except Exception as e:
@@ -209,7 +209,7 @@ class Zygote:
         loop = self._running_loop()
         ours, theirs = socket.socketpair()
         request = {"device": device, "limits": dataclasses.asdict(limits), "slot": slot, "budget_total": budget.total,
-                   "environ": dict(os.environ)}
+                   "environ": environ_snapshot()}
         started = loop.create_future()
         self._started.append(started)
         try:
