@@ -36,7 +36,9 @@ def test_storage_decides_between_o_direct_and_buffered(tmp_path, monkeypatch, sy
 
 @pytest.mark.parametrize("storage_direct", [False, True], ids=["buffered_storage", "nvme"])
 def test_the_default_reads_buffered_storage_with_preadv_and_nvme_through_io_uring(make_file, disk_buffer, monkeypatch,
-                                                                                  storage_direct):
+                                                                                  storage_direct, request):
+    if storage_direct:
+        request.getfixturevalue("needs_io_uring")  # skips with the reason where io_uring is refused
     for name in ("DISK_IO_URING", "DISK_O_DIRECT"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(disk_device, "storage_prefers_direct", lambda fd: (storage_direct, "O_DIRECT: test" if
