@@ -52,7 +52,7 @@ from harness.paired.runfile import run_document
 from harness.paired.session import WorkerSpec, open_workers
 from harness.paired.stored import ENTRY_BUDGET, run_stored
 from harness.report import ReportInputError, parse_run
-from harness.report.cli import add_verdict_arguments, finish, write_report
+from harness.report.cli import add_verdict_arguments, finish, parse_probability_option, write_report
 from harness.report.storage import RunStore, drift_since, drift_window
 
 __all__ = ["AB_CACHE", "BASELINE_DIR_ENV", "DEFAULT_BASELINE_DIR", "KEEP_RUNS", "build_parser", "main", "worker_args"]
@@ -93,7 +93,7 @@ def build_parser(prog: str = "python -m harness bench") -> ArgumentParser:
                         f"(default {PROCESS_PAIRS}; docs/benchmark-gate.md)")
     parser.add_argument("--looks", type=_looks, metavar="L",
                         help=f"A/B mode: sets of process pairs an undecided entry may get (default {LOOKS})")
-    parser.add_argument("--alpha", type=_alpha, default=ALPHA, metavar="P",
+    parser.add_argument("--alpha", type=parse_probability_option, default=ALPHA, metavar="P",
                         help=f"A/B mode: the chance that a run of unchanged code flags anything (default {ALPHA:g})")
     parser.add_argument("--suite", default=DEFAULT_SUITE, metavar="TARGET",
                         help=f"the benchmarks to run: an importable package (collected with --pyargs) or a path "
@@ -427,17 +427,6 @@ def _looks(text: str) -> int:
     value = int(text) if text.strip().isdigit() else 0
     if not 1 <= value <= 4:
         raise argparse.ArgumentTypeError(f"must be an integer from 1 to 4 (sets of process pairs), got {text!r}")
-    return value
-
-
-def _alpha(text: str) -> float:
-    """argparse ``type`` of --alpha: a probability in [1e-6, 0.5]."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 1e-6 <= value <= 0.5:
-        raise argparse.ArgumentTypeError(f"must be a probability from 1e-6 to 0.5, e.g. 0.01, got {text!r}")
     return value
 
 

@@ -26,7 +26,7 @@ from harness.report.render_md import render_markdown
 from harness.report.render_text import render_text
 from harness.report.thresholds import parse_threshold
 
-__all__ = ["add_verdict_arguments", "build_parser", "finish", "main", "write_report"]
+__all__ = ["add_verdict_arguments", "build_parser", "finish", "main", "parse_probability_option", "write_report"]
 
 
 def add_verdict_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +62,7 @@ def build_parser(prog: str = "python -m harness report") -> ArgumentParser:
     parser.add_argument("--history", metavar="DIR",
                         help="directory of earlier runs of the same machine, for trend plots and the drift check")
     add_verdict_arguments(parser)
-    parser.add_argument("--alpha", type=_probability, default=None,
+    parser.add_argument("--alpha", type=parse_probability_option, default=None,
                         help="the tests' level (default: what the A/B run used, else 0.01)")
     parser.add_argument("--out", default="reports", metavar="DIR", help="output directory (default: reports/)")
     parser.add_argument("--no-fail", action="store_true", help="exit 0 even when an entry regressed")
@@ -122,7 +122,7 @@ def finish(result: ComparisonResult, written: Sequence[Path], *, no_fail: bool) 
     return 1 if result.failed and not no_fail else 0
 
 
-def _probability(text: str) -> float:
+def parse_probability_option(text: str) -> float:
     """argparse ``type`` of --alpha: a probability from 1e-6 to 0.5."""
     try:
         value = float(text)
