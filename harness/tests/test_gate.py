@@ -27,7 +27,7 @@ from harness.gate import (
 )
 
 ENTRIES = 50
-SIGMA = 0.015  # spread of one pair value (log ratio): the largest the doc's power promise covers
+SIGMA = 0.02  # spread of one pair value (log ratio), within what the doc's power promise covers (2.5%)
 
 
 def _sequential(rng: np.random.Generator, shift: float, sigma: float, level: float) -> Verdict:
@@ -143,6 +143,7 @@ def test_split_pairs_cuts_a_run_files_rounds_per_process_pair() -> None:
 
 def test_the_level_divides_alpha_over_entries_and_looks() -> None:
     assert corrected_level(0.01, 50, 3) == pytest.approx(0.01 / 150)
+    assert corrected_level(0.01, 50) == pytest.approx(0.01 / (50 * LOOKS))
     assert Settings(looks=2).level(10) == pytest.approx(ALPHA / 20)
     for bad in (0.0, 1.0, -1.0):
         with pytest.raises(ValueError):
