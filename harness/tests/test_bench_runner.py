@@ -179,7 +179,7 @@ def test_a_b_run_flags_the_twice_slower_working_tree_and_lists_new_and_missing(r
     assert sum(a_entry["options"]["pair_rounds"]) == a_entry["stats"]["rounds"]
     assert a_entry["options"]["threads"] == 1
     out = capsys.readouterr().out
-    assert "benchmark report (A/B): FAIL: 1 of 2 entries regressed" in out
+    assert "benchmark report (A/B): FAIL: 1 of 4 entries regressed" in out  # entry, seed, added, removed
     # skipped on both sides: one line per reason, never started, not in the report
     assert "1 benchmark(s) skipped: not on this machine" in out
     assert "test_skipped" not in verdicts(doc) and "not on this machine" not in (root / "out" / "logs" / "A1.log").read_text()
@@ -203,8 +203,11 @@ def test_planted_slowdown_of_the_working_tree_is_flagged_for_every_benchmark(roo
     _commit_suite(root)
     assert run_bench(root, "--against", "HEAD", "--plant-slowdown", "2") == 1
     doc = report(root)
-    assert verdicts(doc) == {"test_entry": ("regressed", "entry"), "test_limit": ("moved", "limit"),
-                             "test_peer": ("moved", "peer")}
+    found = verdicts(doc)
+    assert found["test_entry"] == ("regressed", "entry")
+    # a limit or peer gets one look only (it never fails a run): moved, or inconclusive on a loaded machine
+    assert found["test_limit"] in (("moved", "limit"), ("unjudged", "limit"))
+    assert found["test_peer"] in (("moved", "peer"), ("unjudged", "peer"))
     assert doc["failing"] == [b["fullname"] for b in doc["benchmarks"] if b["name"] == "test_entry"]
     assert any("planted slowdown" in note for note in doc["notes"])
     # A spun as long as B's plant after each round, untimed: the ratio is the plant's, not twice it or none of it
