@@ -162,7 +162,7 @@ def test_a_b_run_flags_the_twice_slower_working_tree_and_lists_new_and_missing(r
     assert {found[n][0] for n in ("test_limit", "test_peer", "test_seed")} <= {"unchanged", "unjudged"}
     entry = next(b for b in doc["benchmarks"] if b["name"] == "test_entry")
     assert 1.6 < entry["ratio"] < 2.5 and entry["pairs"] in (4, 8, 12, 16) and entry["interval"][0] > 0.5
-    assert len(entry["process_ratios"]) == entry["pairs"] and all(1.5 < r < 2.7 for r in entry["process_ratios"])
+    assert len(entry["process_ratios"]) == entry["pairs"] and all(1.2 < r < 3.5 for r in entry["process_ratios"])
     # both workers of a process pair share a hash seed, and each pair has its own
     seeds = {p.parent.parent.name[-1] + p.parent.name: p.read_text() for p in root.glob(".benchmarks/ab/run*/*/seed.txt")}
     first_look = {f"{side}{n}": str(n - 1) for side in "AB" for n in (1, 2, 3, 4)}
