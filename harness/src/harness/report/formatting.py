@@ -242,30 +242,6 @@ def role(comparison: BenchmarkComparison) -> str:
     return comparison.role
 
 
-def stop(comparison: BenchmarkComparison) -> str:
-    """Why the A/B rounds ended: 'precision' (the CI got narrow enough), 'budget' (time ran out first), '–'."""
-    return comparison.stop or "–"
-
-
-def process_ratios(comparison: BenchmarkComparison) -> str:
-    """The median ratio of each process pair of an A/B benchmark, e.g. 'x1.012 x0.997 x1.004'; '–' for one pair."""
-    if not comparison.process_ratios:
-        return "–"
-    return " ".join(f"x{r:.3f}" for r in comparison.process_ratios)
-
-
-def pairs(comparison: BenchmarkComparison) -> str:
-    """The pairs of rounds an A/B verdict rests on, '–' when there is none."""
-    return str(comparison.pairs or "–")
-
-
-def detectable(comparison: BenchmarkComparison) -> str:
-    """The smallest change the A/B run could have flagged, '±3.0%', or '–'."""
-    if comparison.detectable is None or not math.isfinite(comparison.detectable):
-        return "–" if comparison.detectable is None else "none (too few pairs)"
-    return f"±{comparison.detectable * 100:.1f}%"
-
-
 def drift(comparison: BenchmarkComparison) -> str:
     """'crept up x1.18 (x limit) over 7 runs, <first> .. <last>', or ''."""
     d = comparison.drift
@@ -416,14 +392,6 @@ def table(key: str, comparisons: Sequence[BenchmarkComparison],
         columns = [("benchmark", False, _name), ("role", False, role),
                    ("baseline median", True, lambda c: seconds(c.record.median)),
                    ("rounds", True, lambda c: str(c.record.rounds))]
-    elif result.mode == MODE_AB:
-        columns = [("benchmark", False, _name), ("role", False, role),
-                   ("A median", True, lambda c: seconds(c.baseline.median if c.baseline else None)),
-                   ("B median", True, lambda c: seconds(c.current.median if c.current else None)),
-                   ("ratio B/A", True, lambda c: ratio(c.ratio)), ("CI", False, lambda c: interval(c.ci)),
-                   ("p (entries: Holm)", True, lambda c: p_value(c.p_value)), ("pairs", True, pairs),
-                   ("detectable", True, detectable), ("per process pair", False, process_ratios),
-                   ("stop", False, stop), ("notes", False, notes)]
     else:
         columns = [("benchmark", False, _name), ("role", False, role),
                    ("baseline median", True, lambda c: seconds(c.baseline.median if c.baseline else None)),

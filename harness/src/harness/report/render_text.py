@@ -27,13 +27,9 @@ def render_text(result: ComparisonResult) -> str:
 
 
 def _numbers(result: ComparisonResult, c: BenchmarkComparison) -> str:
-    if result.mode == "ab":
-        text = (f"{fmt.ratio(c.ratio)} CI {fmt.interval(c.ci)} p={fmt.p_value(c.p_value)} ({fmt.pairs(c)} pairs, "
-                f"detectable {fmt.detectable(c)})")
-    else:
-        vs_limit = f" vs limit {fmt.normalized(c)}" if c.normalized_ratio is not None else ""
-        text = (f"{fmt.ratio(c.ratio)} CI {fmt.interval(c.ci)}{vs_limit} p={fmt.p_value(c.p_value)} "
-                f"(threshold {fmt.percent(c.threshold)})")
+    vs_limit = f" vs limit {fmt.normalized(c)}" if c.normalized_ratio is not None else ""
+    text = (f"{fmt.ratio(c.ratio)} CI {fmt.interval(c.ci)}{vs_limit} p={fmt.p_value(c.p_value)} "
+            f"(threshold {fmt.percent(c.threshold)})")
     extra = fmt.drift(c) or (c.note if (c.role != "entry" or c.verdict.value == "unjudged") and c.note else "")
     return text + (f": {extra}" if extra else "")
 
