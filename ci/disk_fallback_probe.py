@@ -3,7 +3,8 @@ file, makes three copies of it out of a ``DISK:`` buffer, each after dropping th
 checks the bytes, and prints one line per copy (``copy N: read path P; io_uring error: E``) with the backend's log
 lines (``log: LEVEL MESSAGE``) on stdout.
 
-`ci/images.py` runs it in the io_uring image under the engine's default seccomp profile: the copies that read the file
+`ci/images.py` runs it in the io_uring image under the engine's default seccomp profile with ``DISK_IO_URING=1`` (without
+it, buffered reads take preadv by design and io_uring is never tried): the copies that read the file
 (``page_cache``: the kernel kept the pages despite the drop) must take the ``preadv`` fallback, and its reason must be
 logged exactly once (runtime_backends.disk.device logs it once per process). Exit status 1 when a copy returned wrong
 bytes."""

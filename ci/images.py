@@ -8,8 +8,8 @@
    - ``disk-io_uring``: tests-disk with REQUIRE_IO_URING=1 and docker/io_uring/seccomp.json: passes, header shows io_uring;
    - ``disk-fallback``: tests-disk under the engine's default seccomp profile: io_uring refused, the suite passes on
      the preadv fallback (REQUIRE_IO_URING=0);
-   - ``disk-fallback-log``: ci/disk_fallback_probe.py under the default profile: the copies take preadv, the reason
-     logged once;
+   - ``disk-fallback-log``: ci/disk_fallback_probe.py under the default profile with DISK_IO_URING=1 (io_uring asked
+     for every uncached read, buffered ones too): the ring is refused, the copies take preadv, the reason logged once;
    - ``mockgpu``: tests-mockgpu in the CUDA image;
    - ``cuda``: tests-cuda in the CUDA image: without a GPU it must fail naming the missing NVIDIA driver; on a host
      whose ``nvidia-smi`` works, the GPUs are passed in and it must pass.
@@ -137,7 +137,8 @@ def jobs(engine: Engine, gpu: bool) -> list[Job]:
     return [
         Job("disk-io_uring", "io_uring", (*seccomp, *memlock), ("tests-disk",), check_io_uring),
         Job("disk-fallback", "io_uring", (*memlock, "-e", "REQUIRE_IO_URING=0"), ("tests-disk",), check_fallback),
-        Job("disk-fallback-log", "io_uring", (*memlock, *probe), ("ci/disk_fallback_probe.py",), check_fallback_log),
+        Job("disk-fallback-log", "io_uring", (*memlock, *probe, "-e", "DISK_IO_URING=1"), ("ci/disk_fallback_probe.py",),
+            check_fallback_log),
         Job("mockgpu", "cuda", (), ("tests-mockgpu",), check_passed),
         Job("cuda", "cuda", cuda_gpu, ("tests-cuda",), check_passed if gpu else check_driver_missing),
     ]
