@@ -60,8 +60,15 @@ def test_corrupt_entry_is_recompiled(cache_db):
     c.compile_cached("a")
     with sqlite3.connect(cache_db) as conn:
         conn.execute("UPDATE compiled SET lib = ?", (b"garbage",))
+    assert c.compile_cached("a") == b"-O2:a" and c.calls == 1  # this thread read it intact: its memo still serves
+    import threading
     c2 = Echo()
-    assert c2.compile_cached("a") == b"-O2:a" and c2.calls == 1
+    t = threading.Thread(target=lambda: c2.compile_cached("a"))  # a thread (or process) reading the corrupt entry
+    t.start()
+    t.join()
+    assert c2.calls == 1 and Echo().compile_cached("a") == b"-O2:a"
+    with sqlite3.connect(cache_db) as conn:  # and the recompiled binary replaced it
+        assert conn.execute("SELECT lib FROM compiled").fetchone()[0] == b"-O2:a"
 
 
 def test_corrupt_database_file_is_not_fatal(cache_db):

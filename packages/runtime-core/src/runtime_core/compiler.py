@@ -55,8 +55,7 @@ class Compiler:
     database shared by all processes of the user; the key is a sha256 of ``cachekey``, :meth:`identity` (compiler path,
     version, flags and target) and the source. A missing, locked, corrupt or unreadable cache is logged and bypassed
     (the source is compiled), never fatal. ``cachekey=None`` disables caching for this compiler. Each thread also keeps
-    the entries it has read or written in memory while no other connection changes the database (``PRAGMA
-    data_version``), so a repeated hit costs less than one SELECT.
+    the entries it has read intact or written in memory, so a repeated hit costs a dictionary lookup, not a SELECT.
     """
 
     def __init__(self, cachekey: str | None = None) -> None:
@@ -105,14 +104,14 @@ class _Connections(threading.local):
     when ``$RUNTIME_CACHE_DB`` points elsewhere. Keeping it open saves the connect, PRAGMA and CREATE TABLE of every
     lookup and the WAL checkpoint that closing the last connection runs.
 
-    ``memo`` keeps the entries this thread has read or written, by :data:`MemoKey`, so a hit needs neither the sha256
-    of the source nor the blob's transfer and digest. It is valid while ``PRAGMA data_version`` is unchanged: sqlite
-    changes that number when another connection (or process) commits to the database, and the memo is then dropped.
+    ``memo`` keeps the entries this thread has read intact or written, by :data:`MemoKey`, so a hit needs neither the
+    sha256 of the source nor the blob's transfer and digest. An entry stays valid whatever other processes write: its
+    key is everything the compile depends on, so another process can only store an equally valid binary for it. A
+    process that wants a fresh compile after the database was deleted starts anew, as with any in-process cache.
     """
 
     key: tuple[int, str | None] | None = None
     conn: sqlite3.Connection | None = None
-    version: int | None = None
 
     def __init__(self) -> None:
         self.memo: dict[MemoKey, bytes] = {}
@@ -121,22 +120,21 @@ class _Connections(threading.local):
         key = (os.getpid(), RUNTIME_CACHE_DB.get())
         if self.conn is None or self.key != key:
             # a connection from the parent process is abandoned, not closed
-            self.conn, self.key, self.version, self.memo = _connect(cache_path()), key, None, {}
+            self.conn, self.key, self.memo = _connect(cache_path()), key, {}
         return self.conn
 
-    def current_memo(self, conn: sqlite3.Connection) -> dict[MemoKey, bytes]:
-        """The memo, emptied first when another connection has changed the database since it was filled."""
-        version = conn.execute("PRAGMA data_version").fetchone()[0]
-        if version != self.version or len(self.memo) > _MEMO_ENTRIES:
-            self.memo, self.version = {}, version
-        return self.memo
+    def remember(self, memo_key: MemoKey, lib: bytes) -> None:
+        """Keep ``lib`` for ``memo_key``; the memo starts over past ``_MEMO_ENTRIES`` entries."""
+        if len(self.memo) >= _MEMO_ENTRIES:
+            self.memo = {}
+        self.memo[memo_key] = lib
 
     def drop(self) -> None:
         """Forget the connection after an error, so the next lookup reconnects."""
         if self.conn is not None and self.key is not None and self.key[0] == os.getpid():
             with contextlib.suppress(sqlite3.Error):
                 self.conn.close()
-        self.conn = self.key = self.version = None
+        self.conn = self.key = None
         self.memo = {}
 
 
@@ -160,8 +158,7 @@ def _cache_get(memo_key: MemoKey, cache_key: Callable[[str], str]) -> bytes | No
     """The intact entry of ``memo_key`` (from the memo, else the database by ``cache_key(source)``), or None."""
     try:
         conn = _connections.get()
-        memo = _connections.current_memo(conn)
-        if (lib := memo.get(memo_key)) is not None:
+        if (lib := _connections.memo.get(memo_key)) is not None:
             return lib
         key = cache_key(memo_key[2])
         row = conn.execute("SELECT digest, lib FROM compiled WHERE key = ?", (key,)).fetchone()
@@ -175,7 +172,8 @@ def _cache_get(memo_key: MemoKey, cache_key: Callable[[str], str]) -> bytes | No
     if not isinstance(lib, bytes) or hashlib.sha256(lib).hexdigest() != digest:
         log.warning("compile cache entry %s is corrupt; recompiling", key[:12])
         return None
-    memo[memo_key] = lib = bytes(lib)
+    lib = bytes(lib)
+    _connections.remember(memo_key, lib)
     return lib
 
 
@@ -183,7 +181,7 @@ def _cache_put(memo_key: MemoKey, key: str, lib: bytes) -> None:
     try:
         _connections.get().execute("INSERT OR REPLACE INTO compiled (key, digest, lib) VALUES (?, ?, ?)",
                                    (key, hashlib.sha256(lib).hexdigest(), lib))
-        _connections.memo[memo_key] = lib  # our own commit leaves data_version as it is
+        _connections.remember(memo_key, lib)
     except (sqlite3.Error, OSError) as e:
         _connections.drop()
         log.warning("compile cache %s not writable (%s); result not cached", cache_path(), e)
