@@ -182,3 +182,13 @@ def test_a_reader_that_goes_away_ends_the_command_with_sigpipe_status_and_no_tra
     proc.stdout.close()  # the reader goes away
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 141 and err == b""
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "1", "150%", "abc", "nan"])
+def test_a_min_effect_outside_zero_to_one_is_refused_naming_the_option(value, capsys):
+    """0 would leave no change small enough to call unchanged; 1 (100%) or more no slowdown big enough to flag."""
+    with pytest.raises(SystemExit) as exit_info:
+        harness_main(["bench", "--min-effect", value])
+    assert exit_info.value.code == 2
+    assert f"argument --min-effect: must be a fraction in (0, 1) such as 0.03 or '3%', got '{value}'" in \
+        capsys.readouterr().err

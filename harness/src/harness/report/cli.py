@@ -9,6 +9,7 @@ stderr: which input, what was wrong, what to do).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -134,10 +135,14 @@ def parse_probability_option(text: str) -> float:
 
 
 def parse_min_effect_option(text: str) -> float:
-    """argparse ``type`` for --min-effect: a fraction below 1 ('3%' or 0.03), refused before anything runs."""
-    value = parse_fraction_option(text)
-    if value >= 1:
-        raise argparse.ArgumentTypeError(f"must be a fraction below 1 (e.g. 0.03 or 3%), got {text!r}")
+    """argparse ``type`` for --min-effect: a fraction in (0, 1) ('3%' or 0.03), refused before anything runs (0
+    would leave no change small enough to call unchanged)."""
+    try:
+        value = parse_threshold(text, "")
+    except ReportInputError:
+        value = math.nan
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be a fraction in (0, 1) such as 0.03 or '3%', got {text!r}")
     return value
 
 
