@@ -8,6 +8,7 @@ own, as a user would.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import socket
 import subprocess
@@ -41,22 +42,62 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_tinygrads_own_client_runs_tensors_on_our_server() -> None:
+TINYGRAD_OPS = textwrap.dedent("""
+    import json
+    import numpy as np
+    from tinygrad import Tensor, dtypes
+    x = np.random.default_rng(25).standard_normal((8, 8)).astype(np.float32)
+    a, b, t = Tensor([1.0, 2.0, 3.0]), Tensor([4.0, 5.0, 6.0]), Tensor(x)
+    print(json.dumps({"add": (a + b).tolist(), "dot": (a * b).sum().item(),
+                      "rows": Tensor.arange(12).reshape(3, 4).sum(1).tolist(), "matmul": (t @ t).tolist(),
+                      "exp": t.exp().tolist(), "relu_max": t.relu().max(axis=0).tolist(),
+                      "cumsum": t.cumsum(axis=1).tolist(), "int": (t * 10).cast(dtypes.int32).tolist()}))
+""")
+
+
+def _serve(device: str, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    """Our server started as a user would (``python -m runtime_backends.cloud serve``) on a free port: the process
+    and its ``host:port``, read from the line it prints once it listens."""
+    cmd = [sys.executable, "-m", "runtime_backends.cloud", "serve", "--device", device, "--port", "0",
+           "--stop-on-stdin-eof", "--log-level", "WARNING"]
+    proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    line = proc.stdout.readline()
+    if not line.startswith("serving "):
+        proc.kill()
+        pytest.fail(f"the server did not start: {line}{proc.stderr.read()[-2000:]}")
+    return proc, line.split("HOST=")[1].strip()
+
+
+@pytest.mark.parametrize("served, server_env", [("CPU", {}), ("CUDA", {"MOCKGPU": "1"})], ids=["CPU", "mock-CUDA"])
+def test_tinygrads_own_client_runs_tensors_on_our_server(served: str, server_env: dict[str, str]) -> None:
+    """tinygrad's own client (``CLOUD=1 HOST=...``, no proxy) renders with its C or CUDA renderer, our server compiles
+    and runs the kernels; the values are checked against numpy."""
     _tinygrad()
-    ok, why = Device.probe("CPU")
-    if not ok:
-        pytest.skip(f"CPU unavailable: {why}")
-    srv = CloudServer("CPU", port=0).start()
+    if served == "CUDA":
+        pytest.importorskip("mock_gpu", reason="the CUDA server runs on the emulated GPU")
+    else:
+        ok, why = Device.probe("CPU")
+        if not ok:
+            pytest.skip(f"CPU unavailable: {why}")
+    proc, host = _serve(served, {**os.environ, **server_env})
     try:
-        script = ("from tinygrad import Tensor\n"
-                  "a, b = Tensor([1.0, 2.0, 3.0]), Tensor([4.0, 5.0, 6.0])\n"
-                  "print((a + b).tolist(), (a * b).sum().item(), Tensor.arange(12).reshape(3, 4).sum(1).tolist())\n")
-        env = {**os.environ, "CLOUD": "1", "HOST": srv.address}
-        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+        env = {**os.environ, "CLOUD": "1", "HOST": host}
+        out = subprocess.run([sys.executable, "-c", TINYGRAD_OPS], capture_output=True, text=True, env=env,
+                             timeout=600)
     finally:
-        srv.close()
+        proc.communicate(input="", timeout=60)  # standard input closes: the server stops
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split("\n")[-2] == "[5.0, 7.0, 9.0] 32.0 [6, 22, 38]"
+    got = json.loads(out.stdout.splitlines()[-1])
+    x = np.random.default_rng(25).standard_normal((8, 8)).astype(np.float32)
+    assert got["add"] == [5.0, 7.0, 9.0] and got["dot"] == 32.0 and got["rows"] == [6, 22, 38]
+    np.testing.assert_allclose(got["matmul"], x @ x, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got["exp"], np.exp(x), rtol=1e-6)
+    np.testing.assert_array_equal(got["relu_max"], np.maximum(x, 0).max(axis=0))
+    np.testing.assert_allclose(got["cumsum"], np.cumsum(x, axis=1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(got["int"], (x * 10).astype(np.int32))
+    assert proc.returncode == 0
 
 
 @pytest.fixture
