@@ -159,6 +159,29 @@ def test_a_long_kernel_holds_up_no_other_session_and_is_stopped_at_its_limit() -
         srv.close()
 
 
+def test_a_batch_of_65536_copyouts_holds_up_no_other_session() -> None:
+    """The table's 720 KB batch: 65,536 ``CopyOut(1)`` of a 1 MiB buffer (64 GiB of copies) runs in its own session's
+    worker; another session's round trips are answered meanwhile, and the batch ends with its answer or, past
+    ``--max-kernel-seconds``, a 504 for its own session only."""
+    srv = CloudServer("PYTHON", port=0, limits=Limits(max_kernel_seconds=2.0)).start()
+    try:
+        hog, other = _connect(srv), _connect(srv)
+        assert post(hog, wire_body(f"[BufferAlloc(1, {1 << 20}, {spec()})]"), "hog").status == 200
+        batch = wire_body("[" + ", ".join(["CopyOut(1)"] * 65536) + "]")
+        answer: list[Reply] = []
+        thread = threading.Thread(target=lambda: answer.append(post(hog, batch, "hog")))
+        thread.start()
+        data = b"\x2a" * 16
+        for _ in range(5):
+            reply = post(other, wire_body(f"[BufferAlloc(1, 16, {spec()}), CopyIn(1, '{blob(data)[0]}'), "
+                                          f"CopyOut(1), BufferFree(1)]", data), "other")
+            assert reply.status == 200 and reply.body == data
+        thread.join(300)
+        assert (answer[0].status, answer[0].body) == (200, bytes(1 << 20)) or answer[0].status == 504, answer
+    finally:
+        srv.close()
+
+
 def _head_only(srv: CloudServer, length: int) -> socket.socket:
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
     s.sendall(f"POST /batch HTTP/1.1\r\nHost: x\r\nCookie: session=hog\r\nContent-Length: {length}\r\n\r\n".encode())

@@ -171,6 +171,7 @@ def test_bounds_on_length_depth_and_count() -> None:
         decode_requests(b"[CopyOut(((((1,),),),))]", small)
     with pytest.raises(LiteralError, match="more than 2 requests, the limit is 2"):
         decode_requests(b"[CopyOut(1), CopyOut(2), CopyOut(3)]", small)
+    assert decode_requests(b"[CopyOut(1), CopyOut(2), ]", small) == [P.CopyOut(1), P.CopyOut(2)]  # at the limit
     with pytest.raises(LiteralError, match="not a Python literal"):
         decode_requests(b"[" * 400 + b"]" * 400, LIMITS)  # past the parser's own nesting limit
     with pytest.raises(LiteralError, match="more than 10 requests"):

@@ -114,11 +114,11 @@ def _element_spans(raw: bytes, max_requests: int) -> list[tuple[int, int]]:
 
 
 def _span(raw: bytes, start: int, end: int, index: int, max_requests: int) -> tuple[int, int]:
-    if index >= max_requests:
+    piece = raw[start:end]
+    if index >= max_requests and piece.strip():  # blank: the end of a list with a trailing comma, no request
         raise LiteralError(f"request list has more than {max_requests} requests, the limit is {max_requests}")
     if end - start > _MAX_REQUEST_BYTES:
         raise LiteralError(f"request {index} is {end - start} bytes, the limit is {_MAX_REQUEST_BYTES}")
-    piece = raw[start:end]
     if (separators := sum(piece.count(s) for s in _SEPARATORS)) > _MAX_REQUEST_SEPARATORS:
         raise LiteralError(f"request {index} has {separators} separators, more than a request needs "
                            f"({_MAX_REQUEST_SEPARATORS})")
