@@ -160,6 +160,12 @@ class AddressSpace:
         size, device, _ = self._allocs[base]
         return (base, size, device) if ptr < base + size else None
 
+    def is_host(self, ptr: int) -> bool:
+        """Whether ``ptr`` lies in host memory mapped at its own address (page-locked, registered or managed memory,
+        as unified addressing maps them), as opposed to device memory or a cuMemMap of physical memory."""
+        found = self.allocation(ptr)
+        return found is not None and int(self._allocs[found[0]][2].ctypes.data) == found[0]
+
     def used(self, device: int) -> int:
         """Bytes currently allocated on ``device``."""
         return self._used[device]
