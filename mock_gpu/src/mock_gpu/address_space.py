@@ -13,6 +13,8 @@ from collections import deque
 
 import numpy as np
 
+from .texture import TextureTable
+
 __all__ = ["AddressSpace", "MemoryFault", "OutOfMemory", "BASE_ADDRESS", "ALLOC_ALIGN"]
 
 BASE_ADDRESS = 1 << 40
@@ -78,6 +80,7 @@ class AddressSpace:
         self._allocs: dict[int, tuple[int, int, np.ndarray]] = {}  # base -> (size, device, backing bytes)
         self._freed: deque[tuple[int, int, int]] = deque(maxlen=_FREED_HISTORY)
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None  # cached (bases, ends) as uint64
+        self.textures = TextureTable()  # texture objects, which kernels reach by handle as they reach memory
 
     # ----- allocation -----
     def alloc(self, size: int, device: int = 0) -> int:

@@ -54,6 +54,9 @@ from ._driver.array import (  # noqa: F401
     cuArray3DCreate,
     cuArrayCreate,
     cuArrayDestroy,
+    cuMemcpy3D,
+    cuTexObjectCreate,
+    cuTexObjectDestroy,
 )
 from ._driver.context import (  # noqa: F401
     cuCtxCreate,
@@ -223,7 +226,8 @@ __all__ = [
     "CU_STREAM_PER_THREAD", "CUcontext", "CUctxCreateParams", "CUdevice", "CUdevice_attribute", "CUdeviceptr",
     "CUevent", "CUevent_flags", "CUfunction", "CUfunction_attribute", "CUgraph", "CUgraphEdgeData", "CUgraphExec",
     "CUgraphInstantiate_flags", "CUgraphNode", "CUjit_option", "CUmemorytype", "CUmodule", "CUresult", "CUstream",
-    "CUstreamCaptureMode", "CUstreamCaptureStatus", "CUstream_flags", "cuArray3DCreate", "cuArrayCreate",
+    "CUstreamCaptureMode", "CUstreamCaptureStatus", "CUstream_flags", "cuArray3DCreate", "cuArrayCreate", "cuMemcpy3D",
+    "cuTexObjectCreate", "cuTexObjectDestroy",
     "cuArrayDestroy", "cuCoredumpGetAttributeGlobal", "cuCoredumpSetAttributeGlobal", "cuCtxCreate", "cuCtxDestroy",
     "cuCtxDisablePeerAccess", "cuCtxEnablePeerAccess", "cuCtxGetCurrent", "cuCtxGetDevice", "cuCtxGetFlags",
     "cuCtxPopCurrent", "cuCtxPushCurrent", "cuCtxSetCurrent", "cuCtxSynchronize", "cuDeviceCanAccessPeer",

@@ -52,6 +52,7 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     "cvt": _ROUND | _ROUND_INT | {"ftz", "sat", "relu", "satfinite"}, "mov": set(), "cvta": SPACES | {"to"},
     "isspacep": SPACES,
     # memory (PTX ISA 9.7.9.8-9.7.9.10, 9.7.9.25 cp.async, 9.7.13.5-9.7.13.6)
+    "tex": {"1d", "2d", "3d", "a1d", "a2d", "cube", "acube", "v4"},  # PTX ISA 9.7.10.3
     "ld": _MEMORY | _CACHE_OPS, "ldu": {"global", "v2", "v4"}, "st": _MEMORY | _CACHE_OPS,
     "atom": _MEMORY | _ATOM_OPS | {"noftz"}, "red": _MEMORY | _ATOM_OPS | {"noftz"},
     "cp": {"async", "ca", "cg", "shared", "shared::cta", "global", CACHE_HINT, "commit_group", "wait_group",

@@ -71,6 +71,15 @@ class Vec:
 
 
 @dataclass(frozen=True)
+class TexRef:
+    """A texture operand ``[tex, {coordinates}]`` of ``tex`` (PTX ISA 9.7.10.3): the texture object handle (a .u64
+    register) and the coordinate vector."""
+
+    handle: object
+    coords: Vec
+
+
+@dataclass(frozen=True)
 class Not:
     """A negated predicate operand ``!%p``."""
 
