@@ -122,6 +122,12 @@ from ._driver.graph import (  # noqa: F401
     cuStreamEndCapture,
     cuStreamIsCapturing,
 )
+from ._driver.graph_memory import (  # noqa: F401
+    cuDeviceGetGraphMemAttribute,
+    cuDeviceGraphMemTrim,
+    cuGraphAddMemAllocNode,
+    cuGraphAddMemFreeNode,
+)
 from ._driver.init import (  # noqa: F401
     cuDriverGetVersion,
     cuGetErrorName,
@@ -227,6 +233,7 @@ __all__ = [
     "CUevent", "CUevent_flags", "CUfunction", "CUfunction_attribute", "CUgraph", "CUgraphEdgeData", "CUgraphExec",
     "CUgraphInstantiate_flags", "CUgraphNode", "CUjit_option", "CUmemorytype", "CUmodule", "CUresult", "CUstream",
     "CUstreamCaptureMode", "CUstreamCaptureStatus", "CUstream_flags", "cuArray3DCreate", "cuArrayCreate", "cuMemcpy3D",
+    "cuDeviceGetGraphMemAttribute", "cuDeviceGraphMemTrim", "cuGraphAddMemAllocNode", "cuGraphAddMemFreeNode",
     "cuTexObjectCreate", "cuTexObjectDestroy",
     "cuArrayDestroy", "cuCoredumpGetAttributeGlobal", "cuCoredumpSetAttributeGlobal", "cuCtxCreate", "cuCtxDestroy",
     "cuCtxDisablePeerAccess", "cuCtxEnablePeerAccess", "cuCtxGetCurrent", "cuCtxGetDevice", "cuCtxGetFlags",

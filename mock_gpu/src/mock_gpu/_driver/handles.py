@@ -41,6 +41,8 @@ class Device:
     primary_refs: int = 0
     primary_flags: int = 0
     uuid: Any = None  # ctypes buffer behind the CUuuid that cuDeviceGetUuid hands out
+    graph_memory: int = 0  # bytes of graph allocation nodes (cuDeviceGetGraphMemAttribute) and their high mark
+    graph_memory_high: int = 0
 
 
 @dataclass(eq=False)
