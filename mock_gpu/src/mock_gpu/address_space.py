@@ -381,9 +381,10 @@ def gather(buf: np.ndarray, offs: np.ndarray, dtype: np.dtype, count: int = 1) -
     dtype = np.dtype(dtype)
     view = buf.view(dtype)
     el = offs // dtype.itemsize
+    # np.take with mode="clip" skips the bounds check that plain indexing makes (the caller checked the offsets)
     if count == 1:
-        return view[el]
-    return view[el[:, None] + np.arange(count)]
+        return np.take(view, el, mode="clip")
+    return np.take(view, el[:, None] + np.arange(count), mode="clip")
 
 
 def scatter(buf: np.ndarray, offs: np.ndarray, values: np.ndarray) -> None:

@@ -139,6 +139,7 @@ from ._driver.launch import (  # noqa: F401
     cuFuncGetName,
     cuFuncSetAttribute,
     cuKernelGetName,
+    cuLaunchCooperativeKernel,
     cuLaunchKernel,
 )
 from ._driver.link import (  # noqa: F401
@@ -193,6 +194,7 @@ from ._driver.module import (  # noqa: F401
     cuModuleLoadDataEx,
     cuModuleUnload,
 )
+from ._driver.occupancy import cuOccupancyMaxActiveBlocksPerMultiprocessor  # noqa: F401
 from ._driver.profiler import (  # noqa: F401
     cuProfilerStart,
     cuProfilerStop,
@@ -233,7 +235,8 @@ __all__ = [
     "CUevent", "CUevent_flags", "CUfunction", "CUfunction_attribute", "CUgraph", "CUgraphEdgeData", "CUgraphExec",
     "CUgraphInstantiate_flags", "CUgraphNode", "CUjit_option", "CUmemorytype", "CUmodule", "CUresult", "CUstream",
     "CUstreamCaptureMode", "CUstreamCaptureStatus", "CUstream_flags", "cuArray3DCreate", "cuArrayCreate", "cuMemcpy3D",
-    "cuDeviceGetGraphMemAttribute", "cuDeviceGraphMemTrim", "cuGraphAddMemAllocNode", "cuGraphAddMemFreeNode",
+    "cuDeviceGetGraphMemAttribute", "cuDeviceGraphMemTrim", "cuLaunchCooperativeKernel",
+    "cuOccupancyMaxActiveBlocksPerMultiprocessor", "cuGraphAddMemAllocNode", "cuGraphAddMemFreeNode",
     "cuTexObjectCreate", "cuTexObjectDestroy",
     "cuArrayDestroy", "cuCoredumpGetAttributeGlobal", "cuCoredumpSetAttributeGlobal", "cuCtxCreate", "cuCtxDestroy",
     "cuCtxDisablePeerAccess", "cuCtxEnablePeerAccess", "cuCtxGetCurrent", "cuCtxGetDevice", "cuCtxGetFlags",

@@ -118,6 +118,8 @@ def _normal(li: LInstr, rt: list[str]) -> Callable:
         return data.isspacep(li.op[1], ops, rt)
     if base in ("ld", "ldu", "st"):
         return data.ldst(base, li.op, types, mods, ops, rt)
+    if base == "cp" and "mbarrier" in li.op and "arrive" in li.op:
+        return mbarrier.cp_async_arrive(li.op, ops, rt)
     if base == "cp" and "bulk" in li.op:
         return mbarrier.bulk_copy(li.op, ops, rt)
     if base == "cp":

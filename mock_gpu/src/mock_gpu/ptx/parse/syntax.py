@@ -112,7 +112,8 @@ SPECIAL_REGS = frozenset(
        "%clock", "%clock64", "%clock_hi", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi", "%dynamic_smem_size",
        "%total_smem_size", "%aggr_smem_size", "%lanemask_eq", "%lanemask_lt", "%lanemask_le", "%lanemask_gt",
        "%lanemask_ge", "%cluster_ctarank", "%cluster_nctarank"]
-    + [f"%{n}.{c}" for n in ("clusterid", "nclusterid", "cluster_ctaid", "cluster_nctaid") for c in "xyz"])
+    + [f"%{n}.{c}" for n in ("clusterid", "nclusterid", "cluster_ctaid", "cluster_nctaid") for c in "xyz"]
+    + [f"%envreg{i}" for i in range(32)])
 
 
 @dataclass
