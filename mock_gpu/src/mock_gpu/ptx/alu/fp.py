@@ -144,6 +144,8 @@ def round_to_odd32(x: np.ndarray) -> np.ndarray:
 
 
 _F32_TIE_BITS = np.uint64((1 << 28) - 1)  # f64 significand bits below a float32 midpoint (24 + 1 bits)
+_F32_HALF_ULP = np.uint64(1 << 28)  # the f64 significand bit of half a float32 ulp (normal float32 range)
+_F32_MIN_NORMAL = 2.0**-126
 
 
 def _nearest_f32(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
@@ -161,15 +163,22 @@ def _nearest_f32(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
 
 def nearest_sum_f32(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Round-to-nearest-even float32 of the exact sum of float64 arrays ``x`` and ``y`` (e.g. an exact product of two
-    float32 values and a float32 addend: fma.rn.f32), NaN canonical. The float64 sum is rounded once more only where
-    it is a float32 tie, where the rounding error of the sum decides."""
+    float32 values and a float32 addend: fma.rn.f32), NaN canonical. Rounding the float64 sum is correct except
+    where that sum is a float32 tie (or value) and inexact: only there its rounding error decides. Ties are common
+    (integer-valued data), so the error is computed on whole vectors, not gathered lanes."""
     with np.errstate(invalid="ignore", over="ignore"):
         hi = x + y
         out = hi.astype(np.float32)
-        tie = (hi.view(np.uint64) & _F32_TIE_BITS) == 0
+        bits = hi.view(np.uint64)
+        tie = (bits & _F32_TIE_BITS) == 0
+        if tie.any():  # a float32 value is no tie: only bit 28 set (or the subnormal range) makes a midpoint;
+            # a zero float64 sum is exact (gradual underflow)
+            tie &= ((bits & _F32_HALF_ULP) != 0) | ((np.abs(hi) < _F32_MIN_NORMAL) & (hi != 0))
         if tie.any():
-            exact, lo = two_sum(x[tie], y[tie])
-            out[tie] = _nearest_f32(exact, lo)
+            lo = two_sum(x, y)[1]
+            fix = tie & (lo != 0)
+            if fix.any():
+                out[fix] = round_to_odd64(hi[fix], lo[fix]).astype(np.float32)
         nan = np.isnan(hi)
         if nan.any():
             out[nan] = canonical_nan("f32")
