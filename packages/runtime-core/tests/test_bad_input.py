@@ -6,6 +6,7 @@ Regression tests from adversarial testing; each names the defect it pins down.
 import json
 import logging
 import sqlite3
+import threading
 
 import numpy as np
 import pytest
@@ -279,10 +280,14 @@ def test_cache_row_with_wrong_types_is_recompiled(cache_db, caplog):
     c.compile_cached("a")
     with sqlite3.connect(cache_db) as conn:
         conn.execute("UPDATE compiled SET digest = 5, lib = 'text'")
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(c.compile_cached("a")))  # a thread without this one's memo
     with caplog.at_level(logging.WARNING, logger="runtime_core.compiler"):
-        assert c.compile_cached("a") == b"a"
-    assert c.calls == 2 and "corrupt" in caplog.text
-    assert Echo().compile_cached("a") == b"a"  # the rewritten entry is intact again
+        reader.start()
+        reader.join()
+    assert got == [b"a"] and c.calls == 2 and "corrupt" in caplog.text
+    with sqlite3.connect(cache_db) as conn:  # the rewritten entry is intact again
+        assert conn.execute("SELECT lib FROM compiled").fetchone()[0] == b"a"
 
 
 def test_cache_that_is_not_a_database_is_bypassed_with_a_log_line(cache_db, caplog):
