@@ -447,14 +447,15 @@ def test_wrong_source_counts_and_dtypes_raise_irerror(op):
                     pass  # invalid for another reason (dtype, scope): fine, as long as it is an IRError
 
 
-def test_validate_100k_ops_is_fast():
-    import time
+def test_validate_walks_a_100k_op_chain_without_recursion():
+    """A chain 100,000 ops deep validates (an iterative walk: no RecursionError); its speed is the compile
+    benchmarks' business, not a timed test's."""
     ops = [_c()]
     for _ in range(100_000):
         ops.append(UOp(Ops.ADD, f32, (ops[-1], ops[0])))
-    start = time.perf_counter()
     validate(Kernel("big", ops))
-    assert time.perf_counter() - start < 10
+    with pytest.raises(IRError):
+        validate(Kernel("big", [*ops, UOp(Ops.ADD, f32, (ops[-1], UOp(Ops.CONST, f32, (), 1.0)))][::-1]))
 
 
 def test_deeply_nested_loops_validate_and_round_trip():
