@@ -162,3 +162,33 @@ def test_report_name_taken_by_a_directory_writes_nothing(tmp_path, capsys):
                    "non-file; remove it or choose another --out\n")
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["report.html", "report.md"]
     assert (tmp_path / "out" / "report.md").read_text() == "earlier report"
+
+
+def test_a_reader_that_goes_away_ends_the_command_with_sigpipe_status_and_no_traceback():
+    """`python -m harness ... | head`: the write that finds the pipe closed ends the process with 141 (128 + SIGPIPE),
+    as a shell reports for such writers, and nothing on stderr."""
+    import subprocess
+    import sys
+
+    code = ("import sys, harness.__main__ as m\n"
+            "def main():\n"
+            "    for _ in range(100_000):\n"
+            "        print('a line of the report')\n"
+            "    return 0\n"
+            "m.main = main\n"
+            "sys.exit(m.run())\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.read(10) == b"a line of "
+    proc.stdout.close()  # the reader goes away
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 141 and err == b""
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "1", "150%", "abc", "nan"])
+def test_a_min_effect_outside_zero_to_one_is_refused_naming_the_option(value, capsys):
+    """0 would leave no change small enough to call unchanged; 1 (100%) or more no slowdown big enough to flag."""
+    with pytest.raises(SystemExit) as exit_info:
+        harness_main(["bench", "--min-effect", value])
+    assert exit_info.value.code == 2
+    assert f"argument --min-effect: must be a fraction in (0, 1) such as 0.03 or '3%', got '{value}'" in \
+        capsys.readouterr().err

@@ -307,3 +307,12 @@ def test_a_ctrl_c_while_a_command_imports_is_one_line_and_status_130(monkeypatch
     assert harness_main(["bench", "--against", "HEAD"]) == 130
     err = capsys.readouterr().err
     assert err == "python -m harness bench: interrupted (Ctrl-C) while starting; nothing was run\n"
+
+
+def test_the_method_links_the_gate_doc_relative_to_where_the_report_is(tmp_path):
+    """The link in report.md and report.html resolves from the report's own folder to docs/benchmark-gate.md."""
+    from harness.report.cli import gate_doc_href
+
+    for out in (Path("reports"), Path("reports/ab/deep"), tmp_path):
+        href = gate_doc_href(out)
+        assert (out.resolve() / href).resolve() == (Path(__file__).resolve().parents[2] / "docs/benchmark-gate.md")

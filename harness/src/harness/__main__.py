@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -11,6 +12,7 @@ COMMANDS = {"bench": "harness.bench", "report": "harness.report.cli"}
 
 
 _INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a program stopped by Ctrl-C
+_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader went away (`... | head`)
 USAGE = f"usage: python -m harness {{{','.join(COMMANDS)}}} ... (python -m harness COMMAND --help for its options)"
 
 
@@ -36,5 +38,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     return int(module.main(args[1:], prog=f"python -m harness {args[0]}"))
 
 
+def run() -> int:
+    """``main`` for a process: a reader that stops reading (``| head``) ends it quietly with status 141, not a
+    traceback; the reports already written stay."""
+    try:
+        return main()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the flush at exit does not raise again
+        return _BROKEN_PIPE
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

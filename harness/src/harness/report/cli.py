@@ -9,6 +9,8 @@ stderr: which input, what was wrong, what to do).
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -17,6 +19,7 @@ from pathlib import Path
 from harness.cli_args import ArgumentParser
 from harness.report.compare import DEFAULT_MIN_EFFECT, ComparisonResult, compare
 from harness.report.errors import ReportInputError
+from harness.report.formatting import GATE_DOC
 from harness.report.history import load_history
 from harness.report.load import BenchmarkRun, parse_run, read_json
 from harness.report.output import write_reports
@@ -107,12 +110,21 @@ def write_report(
                      saved_baseline=saved_baseline)
     if warnings:
         result = replace(result, warnings=(*warnings, *result.warnings))
+    doc_href = gate_doc_href(out)
     files = {
-        "report.md": render_markdown(result, len(history)),
-        "report.html": render_html(result, history),
+        "report.md": render_markdown(result, len(history), doc_href),
+        "report.html": render_html(result, history, doc_href),
         "report.json": render_json(result, len(history)),
     }
     return result, write_reports(out, files)
+
+
+def gate_doc_href(out: str | Path) -> str:
+    """The gate's design document as a path relative to the report directory ``out`` (so the link works where the
+    reports are opened or committed), when this harness runs from a checkout that has it; else the path from the
+    repository root."""
+    doc = Path(__file__).resolve().parents[4] / GATE_DOC
+    return os.path.relpath(doc, Path(out).resolve()) if doc.is_file() else GATE_DOC
 
 
 def finish(result: ComparisonResult, written: Sequence[Path], *, no_fail: bool) -> int:
@@ -134,10 +146,14 @@ def parse_probability_option(text: str) -> float:
 
 
 def parse_min_effect_option(text: str) -> float:
-    """argparse ``type`` for --min-effect: a fraction below 1 ('3%' or 0.03), refused before anything runs."""
-    value = parse_fraction_option(text)
-    if value >= 1:
-        raise argparse.ArgumentTypeError(f"must be a fraction below 1 (e.g. 0.03 or 3%), got {text!r}")
+    """argparse ``type`` for --min-effect: a fraction in (0, 1) ('3%' or 0.03), refused before anything runs (0
+    would leave no change small enough to call unchanged)."""
+    try:
+        value = parse_threshold(text, "")
+    except ReportInputError:
+        value = math.nan
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be a fraction in (0, 1) such as 0.03 or '3%', got {text!r}")
     return value
 
 

@@ -25,10 +25,11 @@ figure { margin: 1em 0 2em; } figcaption { font-family: monospace; margin-bottom
 """
 
 
-def render_html(result: ComparisonResult, history: Sequence[BenchmarkRun]) -> str:
-    """The whole report as one HTML document; ``history`` (oldest first) feeds the trend plots."""
+def render_html(result: ComparisonResult, history: Sequence[BenchmarkRun], doc_href: str = fmt.GATE_DOC) -> str:
+    """The whole report as one HTML document; ``history`` (oldest first) feeds the trend plots; ``doc_href`` is where
+    the gate's design document is, as seen from the report (a link in the method sentence)."""
     if result.mode == "ab":
-        return _ab(result)
+        return _ab(result, doc_href)
     mode = "stored baseline"
     parts = [
         "<!DOCTYPE html>",
@@ -101,12 +102,11 @@ def _figure(c: BenchmarkComparison, history: Sequence[BenchmarkRun], current: Be
     )
 
 
-def _ab(result: ComparisonResult) -> str:
+def _ab(result: ComparisonResult, doc_href: str) -> str:
     """The A/B report: verdict, sides, one table sorted by change, a plot of every change with its interval, the
     method in one sentence, the runs, and each benchmark's rounds on A and B."""
     head, rows, numeric = fmt.ab_table(result)
-    method = escape(fmt.AB_METHOD).replace("docs/benchmark-gate.md",
-                                           '<a href="docs/benchmark-gate.md">docs/benchmark-gate.md</a>')
+    method = escape(fmt.AB_METHOD).replace(fmt.GATE_DOC, f'<a href="{escape(doc_href)}">{fmt.GATE_DOC}</a>')
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8"/><title>Benchmark report (A/B)</title>',

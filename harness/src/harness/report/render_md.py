@@ -17,14 +17,15 @@ def escape(text: str) -> str:
     return _MARKUP.sub(r"\\\1", text.replace("\r", " ").replace("\n", " "))
 
 
-def render_markdown(result: ComparisonResult, history_runs: int) -> str:
-    """The whole report as Markdown text; ``history_runs`` is how many runs the trend plots (HTML) used.
+def render_markdown(result: ComparisonResult, history_runs: int, doc_href: str = fmt.GATE_DOC) -> str:
+    """The whole report as Markdown text; ``history_runs`` is how many runs the trend plots (HTML) used; ``doc_href``
+    is where the gate's design document is, as seen from the report (a link in the method sentence).
 
     The tables (``formatting.table``) follow the mode: A/B shows per-pair ratios, pairs, detectable change and why the
     rounds stopped; stored mode shows the raw and limit-normalized comparison ('x limit' columns when there are limits).
     """
     if result.mode == "ab":
-        return _ab(result)
+        return _ab(result, doc_href)
     lines = [f"## Benchmark report (stored baseline): {fmt.headline(result)}", ""]
     lines += [f"> **Warning:** {escape(w)}" for w in result.warnings]
     lines += [f"> **Note:** {n}" for n in result.notes]  # the report's own sentences: their `code` stays code
@@ -67,7 +68,7 @@ def _runs(result: ComparisonResult) -> list[str]:
     ]
 
 
-def _ab(result: ComparisonResult) -> str:
+def _ab(result: ComparisonResult, doc_href: str) -> str:
     """The A/B report: the verdict, the two sides, one table sorted by change, the method in one sentence, the runs."""
     lines = [f"## Benchmark report (A/B): {fmt.headline(result)}", "",
              " · ".join(f"**{label}** = {escape(text)}" for label, text in fmt.sides(result)), ""]
@@ -79,7 +80,7 @@ def _ab(result: ComparisonResult) -> str:
     lines += ["| " + " | ".join(head) + " |",
               "|" + "|".join("---:" if i in numeric else "---" for i in range(len(head))) + "|"]
     lines += ["| " + " | ".join(escape(cell) for cell in row) + " |" for row in rows]
-    method = fmt.AB_METHOD.replace("docs/benchmark-gate.md", "[docs/benchmark-gate.md](docs/benchmark-gate.md)")
+    method = fmt.AB_METHOD.replace(fmt.GATE_DOC, f"[{fmt.GATE_DOC}]({doc_href})")
     lines += ["", f"Method: {method}", "", "<details><summary>Runs</summary>", ""]
     lines += _runs(result) + ["", "</details>"]
     return "\n".join(lines) + "\n"
