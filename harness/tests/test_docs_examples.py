@@ -26,23 +26,31 @@ def _blocks(doc: Path = GUIDE) -> dict[str, str]:
 README = ROOT / "README.md"
 
 
+def _on_devices(devices: list[str]) -> str:
+    """README's kernel example with its ``DEVICES = [...]`` line set to ``devices`` (refused if the line is gone)."""
+    text, count = re.subn(r"^DEVICES = \[.*$", f"DEVICES = {devices!r}", _blocks(README)["readme_example.py"], flags=re.M)
+    if count != 1:
+        raise ValueError("README's kernel example no longer has one `DEVICES = [...]` line")
+    return text
+
+
 @pytest.mark.parametrize("name", ["CPU", "PYTHON", "CLOUD:CPU"])
 def test_the_readme_kernel_example_runs_on(name):
     """README's kernel, scalar arguments and reshaped result on a backend of this process (its own asserts)."""
-    exec(compile(_blocks(README)["readme_example.py"], "README example", "exec"), {"DEVICES": [name]})
+    exec(compile(_on_devices([name]), "README example", "exec"), {})
 
 
 def test_the_readme_kernel_example_runs_on_cuda_under_the_mock(tmp_path):
     """The same example on CUDA with MOCKGPU=1, in a fresh process (the driver is chosen when CUDA first opens)."""
     script = tmp_path / "example.py"
-    script.write_text("DEVICES = ['CUDA']\n" + _blocks(README)["readme_example.py"], encoding="utf-8")
+    script.write_text(_on_devices(["CUDA"]), encoding="utf-8")
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
                           env={**os.environ, "MOCKGPU": "1", "MOCKGPU_DEVICES": "1", "PTX": "0"})
     assert done.returncode == 0, done.stderr[-3000:]
 
 
 def test_the_readme_disk_example_runs(tmp_path):
-    exec(compile(_blocks(README)["readme_disk.py"], "README DISK example", "exec"), {"PATH": str(tmp_path / "f.bin")})
+    exec(compile(_blocks(README)["readme_disk.py"], "README DISK example", "exec"), {})
 
 
 def test_the_readme_commands_name_real_sessions_and_options():

@@ -50,6 +50,8 @@ def compile_cuda(src: str, includes: bool = False) -> bytes:
         if inc is None:
             pytest.skip("cuda_fp16.h not found (set CUDA_HOME to a CUDA toolkit with headers)")
         opts.append(f"-I{inc}".encode())
+        if os.path.isdir(os.path.join(inc, "cccl")):  # CUDA 13 toolkits keep libcu++ (cuda/std/...) there
+            opts.append(f"-I{os.path.join(inc, 'cccl')}".encode())
     err, prog = nvrtc.nvrtcCreateProgram(src.encode(), b"k.cu", 0, [], [])
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         pytest.skip(f"NVRTC unusable: {err!r}")

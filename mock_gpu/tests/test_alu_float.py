@@ -58,6 +58,22 @@ def test_fma_f32_is_single_rounded():
     assert bits(alu.execute(S("fma", "f32", frozenset({"rp"})), a, b, c))[0] == 0x3F800002
 
 
+def test_fma_f32_near_ties_mixed_with_ordinary_lanes_are_single_rounded():
+    # every other lane's exact sum lies within 2^-70 of a float32 tie (float64 rounds it onto the tie); the others
+    # are random: both kinds in one vector, as a kernel's lanes are
+    rng = np.random.default_rng(11)
+    n = 400
+    k = rng.integers(0, 2**22, n).astype(np.float64)
+    a = (2.0**-24 * (1 + rng.choice([1.0, 3.0], n) * 2.0**-23)).astype(np.float32)
+    b = (1 + rng.choice([-1.0, 1.0], n) * 2.0**-23).astype(np.float32)
+    c = (1 + k * 2.0**-23).astype(np.float32)
+    ordinary = np.arange(n) % 2 == 1
+    a[ordinary], b[ordinary] = rng.standard_normal((2, int(ordinary.sum()))).astype(np.float32)
+    want = [ref_round(Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z)), "f32", "rn")
+            for x, y, z in zip(a, b, c)]
+    check_against(alu.execute(S("fma", "f32", frozenset({"rn"})), a, b, c), want, "f32")
+
+
 def test_one_third_directed_rounding_constants():
     one, three = np.array([1.0], np.float32), np.array([3.0], np.float32)
     want32 = {"rn": 0x3EAAAAAB, "rz": 0x3EAAAAAA, "rm": 0x3EAAAAAA, "rp": 0x3EAAAAAB}

@@ -139,3 +139,24 @@ def test_coredump_settings_are_kept(ctx) -> None:
     assert check(cu.cuCoredumpGetAttributeGlobal(S.CU_COREDUMP_TRIGGER_HOST)) == (False, 1)
     assert check(cu.cuCoredumpGetAttributeGlobal(S.CU_COREDUMP_FILE)) == (b"corefile", 9)
     assert check(cu.cuCoredumpGetAttributeGlobal(S.CU_COREDUMP_LIGHTWEIGHT)) == (True, 1)
+
+
+def test_a_float_device_pointer_is_truncated_as_cuda_python_does(ctx) -> None:
+    ptr = int(check(cu.cuMemAlloc(64)))
+    check(cu.cuMemsetD8(float(ptr) + 0.5, 3, 64))  # CUdeviceptr(2.5) is 2 in cuda-python
+    out = np.zeros(64, np.uint8)
+    check(cu.cuMemcpyDtoH(out, ptr, 64))
+    np.testing.assert_array_equal(out, 3)
+
+
+def test_cumemcpy_to_or_from_page_locked_memory_is_done_on_return(ctx) -> None:
+    """CUDA driver API "API synchronization behavior": only device-to-device cuMemcpy may be pending on return."""
+    n = 256
+    host = int(check(cu.cuMemAllocHost(n)))
+    dev = int(check(cu.cuMemAlloc(n)))
+    ctypes.memmove(host, bytes(range(n)), n)
+    check(cu.cuMemcpy(dev, host, n))
+    ctypes.memset(host, 0, n)  # reusing the staging buffer at once must not change what was copied
+    check(cu.cuMemcpy(host, dev, n))
+    assert ctypes.string_at(host, n) == bytes(range(n))
+    check(cu.cuMemFreeHost(host))

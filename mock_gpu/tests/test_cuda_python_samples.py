@@ -3,9 +3,9 @@ NVIDIA's) run unmodified on the emulator when ``MOCKGPU_CUDA_PYTHON_EXAMPLES`` n
 and its ``tests/test_cuda.py`` when ``MOCKGPU_CUDA_PYTHON_TESTS`` names the checkout's cuda_bindings/tests folder.
 
 Each ``*_test.py`` / sample program is started as a user would (``python -m mock_gpu run prog.py`` from the
-examples folder, so its ``common`` helpers import) with ``CUDA_HOME`` pointing at a CUDA toolkit's headers. The
-two samples that need hardware the emulator is not (texture fetches of cubemap arrays, grid-wide synchronization of
-a cooperative launch) are expected to fail or waive; see mock_gpu/README.md.
+examples folder, so its ``common`` helpers import) with ``CUDA_HOME`` pointing at a CUDA toolkit's headers. A sample
+that skips itself with ``pytest.skip`` (simpleP2P on one device) is reported as skipped with its reason, as NVIDIA's
+own runner reports it; docs/mock-gpu.md lists what each sample does on the emulator.
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ def test_sample_runs_unmodified(sample: Path, monkeypatch: pytest.MonkeyPatch) -
         monkeypatch.setenv("CUDA_HOME", "/usr/local/cuda")
     monkeypatch.setenv("PYTHONPATH", str(Path(ROOT)))  # type: ignore[arg-type]
     done = run_program(sample, timeout=1800)
+    skipped = [line for line in done.stderr.splitlines() if line.startswith("Skipped: ")]
+    if done.returncode != 0 and skipped:
+        pytest.skip(f"{sample.stem} skips itself: {skipped[-1][len('Skipped: '):]}")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
 
 

@@ -75,7 +75,8 @@ def test_every_attribute_answers_and_unsupported_features_are_zero(ctx) -> None:
         if attr != A.CU_DEVICE_ATTRIBUTE_MAX:
             err, value = cu.cuDeviceGetAttribute(attr, 0)
             assert err == R.CUDA_SUCCESS and isinstance(value, int), attr
-    assert cu.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 0) == (R.CUDA_SUCCESS, 0)
+    assert cu.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 0) == (R.CUDA_SUCCESS, 1)
+    assert cu.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED, 0) == (R.CUDA_SUCCESS, 0)
     assert cu.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0) == (R.CUDA_SUCCESS, 1)
     assert cu.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_MAX, 0) == (R.CUDA_ERROR_INVALID_VALUE, None)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import logging
 import struct
 from types import SimpleNamespace
 
@@ -46,13 +47,20 @@ def test_extra_buffer_pointer_and_size() -> None:
 
 @pytest.mark.parametrize(("params", "message"), [
     (((1, 2), (ctypes.c_uint64, ctypes.c_uint32)), "takes 3 parameters, 2 were given"),
-    (((1, 2, 3.0), (ctypes.c_uint32, ctypes.c_uint32, ctypes.c_float)), "parameter 0 of kernel 'k' is 8 bytes"),
+    (((1, 2, 3.0), (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_float)), "parameter 1 of kernel 'k' is 4 bytes"),
     (None, "neither kernelParams nor extra"),
 ])
 def test_wrong_parameters_are_invalid_value(params: object, message: str) -> None:
     with pytest.raises(DriverError, match=message) as info:
         pack_params(KERNEL, params, None)
     assert info.value.result == cu.CUresult.CUDA_ERROR_INVALID_VALUE
+
+
+def test_narrower_value_is_zero_extended_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="mock_gpu"):
+        packed = pack_params(KERNEL, ((0x100, 7, 2.5), (ctypes.c_uint32, ctypes.c_uint32, ctypes.c_float)), None)
+    assert packed[:8] == (0x100).to_bytes(8, "little") and packed[8:] == EXPECTED[8:]
+    assert "parameter 0 of kernel 'k' is 8 bytes" in caplog.text and "zero-extended" in caplog.text
 
 
 def test_short_pointer_array_and_both_forms_are_invalid_value() -> None:

@@ -159,3 +159,37 @@ def test_exec_updates_of_memcpy_and_memset_nodes(ctx: Any) -> None:
     np.testing.assert_array_equal(result.view(np.uint32), 8)
     np.testing.assert_array_equal(from_device(a, 16, np.uint32), 0)  # the updated exec no longer touches a
     assert cu.cuGraphExecMemsetNodeSetParams(exe, copy, memset_node(b, 8, 4, 16), ctx) == (R.CUDA_ERROR_INVALID_VALUE,)
+
+
+def test_graph_memory_nodes_give_an_address_at_creation_that_later_nodes_use(ctx: Any) -> None:
+    graph = check(cu.cuGraphCreate(0))
+    params = cu.CUDA_MEM_ALLOC_NODE_PARAMS()
+    params.poolProps.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    params.poolProps.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+    params.bytesize = 256
+    alloc = check(cu.cuGraphAddMemAllocNode(graph, None, 0, params))
+    assert int(params.dptr) != 0
+    fill = cu.CUDA_MEMSET_NODE_PARAMS()
+    fill.dst, fill.value, fill.elementSize, fill.width, fill.height = params.dptr, 0x5A, 1, 256, 1
+    memset = check(cu.cuGraphAddMemsetNode(graph, [alloc], 1, fill, check(cu.cuCtxGetCurrent())))
+    check(cu.cuGraphAddMemFreeNode(graph, [memset], 1, params.dptr))
+    check(cu.cuGraphLaunch(check(cu.cuGraphInstantiate(graph, 0)), None))
+    check(cu.cuCtxSynchronize())
+    np.testing.assert_array_equal(from_device(params.dptr, 256, np.uint8), 0x5A)
+    A = cu.CUgraphMem_attribute
+    for attr in (A.CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, A.CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH):
+        assert int(check(cu.cuDeviceGetGraphMemAttribute(cu.CUdevice(0), attr))) == 256
+
+
+def test_memory_pool_reuse_flags_are_ints_and_byte_counts_cuuint64(ctx: Any) -> None:
+    props = cu.CUmemPoolProps()
+    props.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+    props.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    pool = check(cu.cuMemPoolCreate(props))
+    P = cu.CUmemPool_attribute
+    check(cu.cuMemPoolSetAttribute(pool, P.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, cu.cuuint64_t(9)))
+    reuse = check(cu.cuMemPoolGetAttribute(pool, P.CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC))
+    assert type(reuse) is int and reuse == 0
+    threshold = check(cu.cuMemPoolGetAttribute(pool, P.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD))
+    assert isinstance(threshold, cu.cuuint64_t) and int(threshold) == 9
+    check(cu.cuMemPoolDestroy(pool))

@@ -59,8 +59,8 @@ def _load_error(body: str, decls: str = "") -> ptx.PTXError:
 
 
 def test_unknown_instruction_is_rejected_with_its_line():
-    err = _load_error("    mov.u32 %r1, 1;\n    tex.1d.v4.f32.s32 {%r0, %r1, %r2, %r3}, [t, {%r1}];")
-    assert err.line == 8 and "tex" in err.text and "tex" in err.message
+    err = _load_error("    mov.u32 %r1, 1;\n    tex.level.2d.v4.f32.f32 {%r0, %r1, %r2, %r3}, [%r1, {%r1, %r2}], %r3;")
+    assert err.line == 8 and "tex" in err.text and "tex" in err.message and ".level" in err.message
 
 
 def test_alu_form_the_alu_does_not_support_is_rejected_at_load():

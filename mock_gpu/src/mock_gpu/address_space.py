@@ -13,6 +13,8 @@ from collections import deque
 
 import numpy as np
 
+from .texture import TextureTable
+
 __all__ = ["AddressSpace", "MemoryFault", "OutOfMemory", "BASE_ADDRESS", "ALLOC_ALIGN"]
 
 BASE_ADDRESS = 1 << 40
@@ -78,6 +80,7 @@ class AddressSpace:
         self._allocs: dict[int, tuple[int, int, np.ndarray]] = {}  # base -> (size, device, backing bytes)
         self._freed: deque[tuple[int, int, int]] = deque(maxlen=_FREED_HISTORY)
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None  # cached (bases, ends) as uint64
+        self.textures = TextureTable()  # texture objects, which kernels reach by handle as they reach memory
 
     # ----- allocation -----
     def alloc(self, size: int, device: int = 0) -> int:
@@ -159,6 +162,12 @@ class AddressSpace:
         base = self._bases[i]
         size, device, _ = self._allocs[base]
         return (base, size, device) if ptr < base + size else None
+
+    def is_host(self, ptr: int) -> bool:
+        """Whether ``ptr`` lies in host memory mapped at its own address (page-locked, registered or managed memory,
+        as unified addressing maps them), as opposed to device memory or a cuMemMap of physical memory."""
+        found = self.allocation(ptr)
+        return found is not None and int(self._allocs[found[0]][2].ctypes.data) == found[0]
 
     def used(self, device: int) -> int:
         """Bytes currently allocated on ``device``."""
@@ -372,9 +381,10 @@ def gather(buf: np.ndarray, offs: np.ndarray, dtype: np.dtype, count: int = 1) -
     dtype = np.dtype(dtype)
     view = buf.view(dtype)
     el = offs // dtype.itemsize
+    # np.take with mode="clip" skips the bounds check that plain indexing makes (the caller checked the offsets)
     if count == 1:
-        return view[el]
-    return view[el[:, None] + np.arange(count)]
+        return np.take(view, el, mode="clip")
+    return np.take(view, el[:, None] + np.arange(count), mode="clip")
 
 
 def scatter(buf: np.ndarray, offs: np.ndarray, values: np.ndarray) -> None:

@@ -54,6 +54,9 @@ from ._driver.array import (  # noqa: F401
     cuArray3DCreate,
     cuArrayCreate,
     cuArrayDestroy,
+    cuMemcpy3D,
+    cuTexObjectCreate,
+    cuTexObjectDestroy,
 )
 from ._driver.context import (  # noqa: F401
     cuCtxCreate,
@@ -119,6 +122,12 @@ from ._driver.graph import (  # noqa: F401
     cuStreamEndCapture,
     cuStreamIsCapturing,
 )
+from ._driver.graph_memory import (  # noqa: F401
+    cuDeviceGetGraphMemAttribute,
+    cuDeviceGraphMemTrim,
+    cuGraphAddMemAllocNode,
+    cuGraphAddMemFreeNode,
+)
 from ._driver.init import (  # noqa: F401
     cuDriverGetVersion,
     cuGetErrorName,
@@ -130,6 +139,7 @@ from ._driver.launch import (  # noqa: F401
     cuFuncGetName,
     cuFuncSetAttribute,
     cuKernelGetName,
+    cuLaunchCooperativeKernel,
     cuLaunchKernel,
 )
 from ._driver.link import (  # noqa: F401
@@ -184,6 +194,7 @@ from ._driver.module import (  # noqa: F401
     cuModuleLoadDataEx,
     cuModuleUnload,
 )
+from ._driver.occupancy import cuOccupancyMaxActiveBlocksPerMultiprocessor  # noqa: F401
 from ._driver.profiler import (  # noqa: F401
     cuProfilerStart,
     cuProfilerStop,
@@ -223,7 +234,10 @@ __all__ = [
     "CU_STREAM_PER_THREAD", "CUcontext", "CUctxCreateParams", "CUdevice", "CUdevice_attribute", "CUdeviceptr",
     "CUevent", "CUevent_flags", "CUfunction", "CUfunction_attribute", "CUgraph", "CUgraphEdgeData", "CUgraphExec",
     "CUgraphInstantiate_flags", "CUgraphNode", "CUjit_option", "CUmemorytype", "CUmodule", "CUresult", "CUstream",
-    "CUstreamCaptureMode", "CUstreamCaptureStatus", "CUstream_flags", "cuArray3DCreate", "cuArrayCreate",
+    "CUstreamCaptureMode", "CUstreamCaptureStatus", "CUstream_flags", "cuArray3DCreate", "cuArrayCreate", "cuMemcpy3D",
+    "cuDeviceGetGraphMemAttribute", "cuDeviceGraphMemTrim", "cuLaunchCooperativeKernel",
+    "cuOccupancyMaxActiveBlocksPerMultiprocessor", "cuGraphAddMemAllocNode", "cuGraphAddMemFreeNode",
+    "cuTexObjectCreate", "cuTexObjectDestroy",
     "cuArrayDestroy", "cuCoredumpGetAttributeGlobal", "cuCoredumpSetAttributeGlobal", "cuCtxCreate", "cuCtxDestroy",
     "cuCtxDisablePeerAccess", "cuCtxEnablePeerAccess", "cuCtxGetCurrent", "cuCtxGetDevice", "cuCtxGetFlags",
     "cuCtxPopCurrent", "cuCtxPushCurrent", "cuCtxSetCurrent", "cuCtxSynchronize", "cuDeviceCanAccessPeer",

@@ -87,6 +87,13 @@ from ._runtime.stream import (
     cudaStreamSynchronize,
     cudaStreamWaitEvent,
 )
+from ._runtime.texture import (  # noqa: F401
+    cudaCreateTextureObject,
+    cudaDestroyTextureObject,
+    cudaFreeArray,
+    cudaMalloc3DArray,
+    cudaMemcpy3D,
+)
 
 __all__ = [
     "cudaDeviceCanAccessPeer", "cudaDeviceDisablePeerAccess", "cudaDeviceEnablePeerAccess", "cudaDeviceGetAttribute",
@@ -102,7 +109,8 @@ __all__ = [
     "cudaMemset", "cudaMemsetAsync", "cudaOccupancyMaxActiveBlocksPerMultiprocessor", "cudaPeekAtLastError",
     "cudaRuntimeGetVersion", "cudaSetDevice", "cudaSetDeviceFlags", "cudaStreamBeginCapture", "cudaStreamCreate",
     "cudaStreamCreateWithFlags", "cudaStreamCreateWithPriority", "cudaStreamDestroy", "cudaStreamEndCapture",
-    "cudaStreamIsCapturing", "cudaStreamQuery", "cudaStreamSynchronize", "cudaStreamWaitEvent",
+    "cudaStreamIsCapturing", "cudaStreamQuery", "cudaCreateTextureObject", "cudaDestroyTextureObject",
+    "cudaFreeArray", "cudaMalloc3DArray", "cudaMemcpy3D", "cudaStreamSynchronize", "cudaStreamWaitEvent",
 ]
 
 # runtime functions that compute their result without a driver: the real ones serve

@@ -6,6 +6,7 @@ Regression tests from adversarial testing; each names the defect it pins down.
 import json
 import logging
 import sqlite3
+import threading
 
 import numpy as np
 import pytest
@@ -279,10 +280,14 @@ def test_cache_row_with_wrong_types_is_recompiled(cache_db, caplog):
     c.compile_cached("a")
     with sqlite3.connect(cache_db) as conn:
         conn.execute("UPDATE compiled SET digest = 5, lib = 'text'")
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(c.compile_cached("a")))  # a thread without this one's memo
     with caplog.at_level(logging.WARNING, logger="runtime_core.compiler"):
-        assert c.compile_cached("a") == b"a"
-    assert c.calls == 2 and "corrupt" in caplog.text
-    assert Echo().compile_cached("a") == b"a"  # the rewritten entry is intact again
+        reader.start()
+        reader.join()
+    assert got == [b"a"] and c.calls == 2 and "corrupt" in caplog.text
+    with sqlite3.connect(cache_db) as conn:  # the rewritten entry is intact again
+        assert conn.execute("SELECT lib FROM compiled").fetchone()[0] == b"a"
 
 
 def test_cache_that_is_not_a_database_is_bypassed_with_a_log_line(cache_db, caplog):
@@ -442,14 +447,15 @@ def test_wrong_source_counts_and_dtypes_raise_irerror(op):
                     pass  # invalid for another reason (dtype, scope): fine, as long as it is an IRError
 
 
-def test_validate_100k_ops_is_fast():
-    import time
+def test_validate_walks_a_100k_op_chain_without_recursion():
+    """A chain 100,000 ops deep validates (an iterative walk: no RecursionError); its speed is the compile
+    benchmarks' business, not a timed test's."""
     ops = [_c()]
     for _ in range(100_000):
         ops.append(UOp(Ops.ADD, f32, (ops[-1], ops[0])))
-    start = time.perf_counter()
     validate(Kernel("big", ops))
-    assert time.perf_counter() - start < 10
+    with pytest.raises(IRError):
+        validate(Kernel("big", [*ops, UOp(Ops.ADD, f32, (ops[-1], UOp(Ops.CONST, f32, (), 1.0)))][::-1]))
 
 
 def test_deeply_nested_loops_validate_and_round_trip():

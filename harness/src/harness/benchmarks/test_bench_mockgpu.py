@@ -2,7 +2,9 @@
 simulator on the same kernels as a peer, for scale.
 
 Two kernels, run through each emulator: vector add over float32 and a shared-memory tree reduction (block 256,
-one partial sum per block). Each benchmark records ``extra_info["threads_per_s"]`` (emulated GPU threads per
+one partial sum per block); mock_gpu also runs a shared-memory tiled float32 matrix multiply (fused multiply-adds,
+16 x 16 tiles) beside numpy's matmul, the arithmetic that NVIDIA's globalToShmemAsyncCopy sample is made of.
+Each benchmark records ``extra_info["threads_per_s"]`` (emulated GPU threads per
 wall-clock second; ``unit`` "threads/s") and the problem size. mock_gpu's kernels are CUDA C compiled to PTX by
 NVRTC and launched through ``mock_gpu.driver`` exactly as a CUDA backend would; numba's simulator runs one Python
 thread per GPU thread, so its sizes are small (about 7e3 threads/s for vector add, 6e2 for the reduction).
@@ -40,6 +42,18 @@ extern "C" __global__ void reduce(const float* in, float* out, int n) {
     __syncthreads();
     for (int k = blockDim.x / 2; k > 0; k >>= 1) { if (t < k) s[t] += s[t + k]; __syncthreads(); }
     if (t == 0) out[blockIdx.x] = s[0]; }
+extern "C" __global__ void matmul(const float* a, const float* b, float* c, int n) {
+    __shared__ float as[16][16], bs[16][16];
+    int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    int row = blockIdx.y * 16 + ty, col = blockIdx.x * 16 + tx;
+    float acc = 0.0f;
+    for (int k0 = 0; k0 < n; k0 += 16) {
+        as[ty][tx] = a[row * n + k0 + tx]; bs[ty][tx] = b[(k0 + ty) * n + col];
+        __syncthreads();
+        for (int k = 0; k < 16; ++k) acc = fmaf(as[ty][k], bs[k][tx], acc);
+        __syncthreads();
+    }
+    c[row * n + col] = acc; }
 '''
 
 
@@ -131,6 +145,41 @@ def test_mockgpu_shared_reduction(benchmark: Any, mock_driver: tuple[Any, Any]) 
     benchmark.pedantic(_mock_launcher(cu, module, "reduce", MOCK_N, ptrs, blocks), rounds=ROUNDS, iterations=1)
     np.testing.assert_array_equal(_download(cu, ptrs[1], blocks), data.reshape(blocks, BLOCK).sum(axis=1))
     _record(benchmark, "mock_gpu", "shared_reduction", MOCK_N)
+
+
+MATMUL_N = 256
+
+
+def _matmul_inputs() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(2)  # small integers: every partial sum is exact, so the result equals numpy's
+    return tuple(rng.integers(-4, 5, (MATMUL_N, MATMUL_N)).astype(np.float32) for _ in range(2))  # type: ignore[return-value]
+
+
+@pytest.mark.benchmark(group="emulator-tiled_matmul")
+def test_mockgpu_tiled_matmul(benchmark: Any, mock_driver: tuple[Any, Any]) -> None:
+    cu, module = mock_driver
+    a, b = _matmul_inputs()
+    ptrs = (_device_array(cu, a), _device_array(cu, b), _device_array(cu, np.zeros(a.size, np.float32)))
+    fn = _ok(cu.cuModuleGetFunction(module, b"matmul"))
+    params = ((*ptrs, MATMUL_N), (None, None, None, ctypes.c_int))
+    tiles = MATMUL_N // 16
+
+    def run() -> None:
+        _ok(cu.cuLaunchKernel(fn, tiles, tiles, 1, BLOCK, 1, 1, 0, None, params, 0))
+        _ok(cu.cuCtxSynchronize())
+
+    benchmark.pedantic(run, rounds=ROUNDS, iterations=1)
+    np.testing.assert_array_equal(_download(cu, ptrs[2], a.size).reshape(a.shape), a @ b)
+    _record(benchmark, "mock_gpu", "tiled_matmul", a.size)
+
+
+@pytest.mark.benchmark(group="emulator-tiled_matmul")
+@pytest.mark.bench_role("limit", reference="numpy matmul of the same float32 matrices (the arithmetic without emulation)")
+def test_emulator_limit_numpy_tiled_matmul(benchmark: Any) -> None:
+    a, b = _matmul_inputs()
+    out = benchmark(np.matmul, a, b)
+    np.testing.assert_array_equal(out, a @ b)
+    _record(benchmark, "numpy", "tiled_matmul", a.size)
 
 
 @pytest.mark.benchmark(group="emulator-vector_add")

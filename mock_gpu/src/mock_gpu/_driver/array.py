@@ -1,26 +1,39 @@
-"""CUDA arrays as bookkeeping (CUDA driver API 6.13 "Memory Management": cuArrayCreate, cuArray3DCreate,
-cuArrayGetDescriptor, cuArrayDestroy): descriptors are validated and arrays get handles, but the emulator has no
-texture units: copies to arrays and texture fetches from them are not emulated (tex is rejected at PTX load)."""
+"""CUDA arrays and texture objects (CUDA driver API 6.13 "Memory Management": cuArrayCreate, cuArray3DCreate,
+cuArrayGetDescriptor, cuArrayDestroy, cuMemcpy3D; 6.27 "Texture Object Management"). An array holds its texels in a
+numpy array of shape (layers or depth, height, width, channels); a texture object binds an array to the sampler
+state of its CUDA_TEXTURE_DESC, and kernels fetch from it with PTX ``tex`` (:mod:`mock_gpu.texture`)."""
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 from typing import Any
 
-from cuda.bindings.driver import CUarray, CUarray_format
+import numpy as np
+from cuda.bindings.driver import CUarray, CUarray_format, CUmemorytype, CUresourcetype, CUtexObject
 
+from ..texture import Texture
+from .handles import handle_value
 from .results import error
 from .system import api, current_ctx, system
+from .work import synchronize_context
 
 _FORMATS = {int(f) for f in CUarray_format}
+_DTYPES = {CUarray_format.CU_AD_FORMAT_UNSIGNED_INT8: np.uint8, CUarray_format.CU_AD_FORMAT_UNSIGNED_INT16: np.uint16,
+           CUarray_format.CU_AD_FORMAT_UNSIGNED_INT32: np.uint32, CUarray_format.CU_AD_FORMAT_SIGNED_INT8: np.int8,
+           CUarray_format.CU_AD_FORMAT_SIGNED_INT16: np.int16, CUarray_format.CU_AD_FORMAT_SIGNED_INT32: np.int32,
+           CUarray_format.CU_AD_FORMAT_HALF: np.float16, CUarray_format.CU_AD_FORMAT_FLOAT: np.float32}
+LAYERED, CUBEMAP = 0x01, 0x04  # CUDA_ARRAY3D_LAYERED, CUDA_ARRAY3D_CUBEMAP
 
 
 @dataclass(eq=False)
 class Array:
-    """A CUDA array: its descriptor."""
+    """A CUDA array: its descriptor, flags and texels (None for a format the emulator does not sample)."""
 
     handle: int
     descriptor: Any
+    flags: int
+    data: np.ndarray | None
 
 
 def _format(desc: Any) -> int | None:
@@ -36,23 +49,32 @@ def _check(desc: Any, dims: tuple[int, ...]) -> None:
                     "a width > 0")
 
 
+def _create(desc: Any, depth: int, flags: int) -> tuple:
+    current_ctx()
+    _check(desc, (int(desc.Width),) if desc is not None else (0,))
+    if flags & CUBEMAP and (int(desc.Width) != int(desc.Height) or depth % 6):
+        raise error("CUDA_ERROR_INVALID_VALUE", "a cubemap array needs Width == Height and Depth a multiple of 6")
+    dtype = _DTYPES.get(CUarray_format(_format(desc)))
+    shape = (max(depth, 1), max(int(desc.Height), 1), int(desc.Width), int(desc.NumChannels))
+    data = None if dtype is None else np.zeros(shape, dtype)
+    sys_ = system()
+    return (CUarray(sys_.register(Array(sys_.new_handle(), desc, flags, data)).handle),)
+
+
 @api(1)
 def cuArrayCreate(pAllocateArray: Any) -> tuple:  # noqa: N803
     """cuArrayCreate(pAllocateArray) -> (CUresult, CUarray): a 1-D/2-D array; CUDA_ERROR_INVALID_VALUE for an
     incomplete descriptor, CUDA_ERROR_INVALID_CONTEXT without a current context."""
-    current_ctx()
-    _check(pAllocateArray, (int(pAllocateArray.Width),) if pAllocateArray is not None else (0,))
-    sys_ = system()
-    return (CUarray(sys_.register(Array(sys_.new_handle(), pAllocateArray)).handle),)
+    return _create(pAllocateArray, 1, 0)
 
 
 @api(1)
 def cuArray3DCreate(pAllocateArray: Any) -> tuple:  # noqa: N803
-    """cuArray3DCreate(pAllocateArray) -> (CUresult, CUarray): as cuArrayCreate for a CUDA_ARRAY3D_DESCRIPTOR."""
-    current_ctx()
-    _check(pAllocateArray, (int(pAllocateArray.Width),) if pAllocateArray is not None else (0,))
-    sys_ = system()
-    return (CUarray(sys_.register(Array(sys_.new_handle(), pAllocateArray)).handle),)
+    """cuArray3DCreate(pAllocateArray) -> (CUresult, CUarray): as cuArrayCreate for a CUDA_ARRAY3D_DESCRIPTOR
+    (Depth: depth, layers, or 6 faces per cube with CUDA_ARRAY3D_CUBEMAP)."""
+    if pAllocateArray is None:
+        raise error("CUDA_ERROR_INVALID_VALUE", "pAllocateArray is NULL")
+    return _create(pAllocateArray, int(pAllocateArray.Depth), int(pAllocateArray.Flags))
 
 
 @api(0)
@@ -60,4 +82,89 @@ def cuArrayDestroy(hArray: Any) -> tuple:  # noqa: N803
     """cuArrayDestroy(hArray)."""
     sys_ = system()
     del sys_.objects[sys_.lookup(hArray, Array, "array").handle]
+    return ()
+
+
+def _rows(kind: Any, host: Any, device: Any, array: Any, x: int, y: int, z: int, pitch: int, height: int,
+          what: str) -> tuple[Any, int, int, int]:
+    """(reader/writer target, byte offset of the first row, row pitch, rows per slice) of one side of a copy."""
+    if int(kind) == CUmemorytype.CU_MEMORYTYPE_ARRAY:
+        arr = system().lookup(array, Array, f"{what}Array")
+        if arr.data is None:
+            raise error("CUDA_ERROR_NOT_SUPPORTED", f"copies to arrays of format {arr.descriptor.Format!r}")
+        row = arr.data.shape[2] * arr.data.shape[3] * arr.data.itemsize
+        flat = arr.data.reshape(-1).view(np.uint8)
+        return flat, x + row * (y + arr.data.shape[1] * z), row, arr.data.shape[1]
+    address = handle_value(host if int(kind) == CUmemorytype.CU_MEMORYTYPE_HOST else device)
+    return address, x + pitch * (y + height * z), pitch, height
+
+
+def _move(dst: Any, dst_at: int, src: Any, src_at: int, n: int) -> None:
+    space = system().space
+    if isinstance(src, np.ndarray):
+        data = src[src_at:src_at + n].tobytes()
+    elif space.allocation(src + src_at) is not None:
+        data = space.read(src + src_at, n)
+    else:
+        data = ctypes.string_at(src + src_at, n)
+    if isinstance(dst, np.ndarray):
+        dst[dst_at:dst_at + n] = np.frombuffer(data, np.uint8)
+    elif space.allocation(dst + dst_at) is not None:
+        space.write(dst + dst_at, data)
+    else:
+        ctypes.memmove(dst + dst_at, data, n)
+
+
+@api(0)
+def cuMemcpy3D(pCopy: Any) -> tuple:  # noqa: N803
+    """cuMemcpy3D(pCopy): a 3-D copy between host memory, device memory and arrays (CUDA_MEMCPY3D), done on return
+    (the context's earlier work runs first). Bounds are checked like every copy (CUDA_ERROR_INVALID_VALUE)."""
+    p = pCopy
+    synchronize_context(current_ctx())
+    src = _rows(p.srcMemoryType, p.srcHost, p.srcDevice, p.srcArray, int(p.srcXInBytes), int(p.srcY), int(p.srcZ),
+                int(p.srcPitch), int(p.srcHeight), "src")
+    dst = _rows(p.dstMemoryType, p.dstHost, p.dstDevice, p.dstArray, int(p.dstXInBytes), int(p.dstY), int(p.dstZ),
+                int(p.dstPitch), int(p.dstHeight), "dst")
+    width = int(p.WidthInBytes)
+    for z in range(max(int(p.Depth), 1)):
+        for y in range(max(int(p.Height), 1)):
+            _move(dst[0], dst[1] + dst[2] * (y + dst[3] * z), src[0], src[1] + src[2] * (y + src[3] * z), width)
+    return ()
+
+
+def make_texture(arr: Array, address_modes: Any, linear: bool, normalized: bool, read_normalized: bool) -> Texture:
+    """The sampler view of ``arr`` (shared by cuTexObjectCreate and cudaCreateTextureObject)."""
+    if arr.data is None:
+        raise error("CUDA_ERROR_NOT_SUPPORTED", f"textures of format {arr.descriptor.Format!r} are not emulated")
+    three_d = int(getattr(arr.descriptor, "Depth", 0) or 0) > 0 and not arr.flags & (LAYERED | CUBEMAP)
+    return Texture(arr.data, tuple(int(m) for m in address_modes[:3]), linear, normalized, read_normalized,  # type: ignore[arg-type]
+                   bool(arr.flags & CUBEMAP), three_d)
+
+
+def register_texture(texture: Texture) -> int:
+    """A new texture object handle for ``texture``, reachable by kernels."""
+    handle = system().new_handle()
+    system().space.textures.objects[handle] = texture
+    return handle
+
+
+@api(1)
+def cuTexObjectCreate(pResDesc: Any, pTexDesc: Any, pResViewDesc: Any) -> tuple:  # noqa: N803
+    """cuTexObjectCreate(pResDesc, pTexDesc, pResViewDesc) -> (CUresult, CUtexObject): a texture object over an
+    array resource (CU_RESOURCE_TYPE_ARRAY); other resource types and resource views are CUDA_ERROR_NOT_SUPPORTED."""
+    current_ctx()
+    if int(pResDesc.resType) != CUresourcetype.CU_RESOURCE_TYPE_ARRAY or pResViewDesc is not None:
+        raise error("CUDA_ERROR_NOT_SUPPORTED", "only array resources without a resource view are emulated")
+    arr = system().lookup(pResDesc.res.array.hArray, Array, "pResDesc.res.array.hArray")
+    flags = int(pTexDesc.flags)
+    texture = make_texture(arr, pTexDesc.addressMode, int(pTexDesc.filterMode) == 1, bool(flags & 0x02),
+                           not flags & 0x01)
+    return (CUtexObject(register_texture(texture)),)
+
+
+@api(0)
+def cuTexObjectDestroy(texObject: Any) -> tuple:  # noqa: N803
+    """cuTexObjectDestroy(texObject); CUDA_ERROR_INVALID_VALUE for a handle that is no live texture object."""
+    if system().space.textures.objects.pop(handle_value(texObject), None) is None:
+        raise error("CUDA_ERROR_INVALID_VALUE", f"{handle_value(texObject):#x} is not a live texture object")
     return ()

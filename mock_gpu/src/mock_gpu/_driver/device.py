@@ -70,9 +70,9 @@ def _attributes(device: Device) -> dict[int, int]:
         A.CU_DEVICE_ATTRIBUTE_MAX_PITCH: (1 << 31) - 1, A.CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT: 512,
         A.CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT: 32, A.CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT: 512,
         A.CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: 1024,
-        A.CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED: 1,
+        A.CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED: 1, A.CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: 1,
     }
-    # every other attribute (textures, surfaces, clusters, cooperative launch, IPC, NUMA, ECC...) describes what the
+    # every other attribute (texture limits, surfaces, clusters, IPC, NUMA, ECC...) describes what the
     # emulator does not do: 0 (CUDA driver API, cuDeviceGetAttribute: 0 means "not supported")
     table = dict.fromkeys((int(member) for member in A), 0)
     table.update({int(k): v for k, v in values.items()})
@@ -86,8 +86,8 @@ def cuDeviceGetAttribute(attrib: Any, dev: Any) -> tuple:
 
     Every attribute answers: the thread/block/grid limits, warp size, SM count, shared memory per block (+ opt-in)
     and per SM, compute capability, unified addressing, managed memory, memory pools, virtual memory management and
-    a few descriptive values (clock, bus width, L2); 0 for what the emulator does not support (textures, clusters,
-    cooperative launch, IPC...). A value outside CUdevice_attribute is CUDA_ERROR_INVALID_VALUE.
+    a few descriptive values (clock, bus width, L2), cooperative launch; 0 for what the emulator does not support
+    (texture limits, clusters, IPC...). A value outside CUdevice_attribute is CUDA_ERROR_INVALID_VALUE.
     """
     table = _attributes(system().device(dev))
     if int(attrib) not in table:

@@ -75,7 +75,8 @@ def _nodes(graph: Graph, handles: Sequence[Any] | None, count: int, what: str) -
     return found  # type: ignore[return-value]
 
 
-def _add(hGraph: Any, dependencies: Any, numDependencies: Any, op: Operation) -> tuple:  # noqa: N803
+def add_node(hGraph: Any, dependencies: Any, numDependencies: Any, op: Operation) -> tuple:  # noqa: N803
+    """Add a node running ``op`` after ``dependencies`` to graph ``hGraph``; returns (CUgraphNode,)."""
     sys_ = system()
     graph = sys_.lookup(hGraph, Graph, "graph")
     deps = _nodes(graph, dependencies, byte_count(numDependencies, "numDependencies"), "dependencies")
@@ -98,7 +99,7 @@ def cuGraphAddKernelNode(hGraph: Any, dependencies: Any, numDependencies: int, n
     kernelParams or extra); validated and packed now, as cuLaunchKernel would (CUDA_ERROR_INVALID_VALUE on a
     mismatch).
     """
-    return _add(hGraph, dependencies, numDependencies, _kernel_launch(nodeParams))
+    return add_node(hGraph, dependencies, numDependencies, _kernel_launch(nodeParams))
 
 
 def _memcpy_end(params: Any, side: str) -> tuple[Any, bool]:
@@ -130,7 +131,7 @@ def cuGraphAddMemcpyNode(hGraph: Any, dependencies: Any, numDependencies: int, c
     Only linear 1-D copies are emulated: ``copyParams`` (CUDA_MEMCPY3D) with host/device/unified memory types,
     Height and Depth of 0 or 1 and no Y/Z offsets; others are CUDA_ERROR_NOT_SUPPORTED.
     """
-    return _add(hGraph, dependencies, numDependencies, _memcpy(copyParams))
+    return add_node(hGraph, dependencies, numDependencies, _memcpy(copyParams))
 
 
 def _memset(memsetParams: Any) -> Fill:  # noqa: N803
@@ -154,14 +155,14 @@ def cuGraphAddMemsetNode(hGraph: Any, dependencies: Any, numDependencies: int, m
     ``memsetParams`` (CUDA_MEMSET_NODE_PARAMS): ``height`` rows of ``width`` elements of ``elementSize`` bytes (1, 2
     or 4) set to ``value``, rows ``pitch`` bytes apart, from device pointer ``dst``.
     """
-    return _add(hGraph, dependencies, numDependencies, _memset(memsetParams))
+    return add_node(hGraph, dependencies, numDependencies, _memset(memsetParams))
 
 
 @api(1)
 def cuGraphAddEmptyNode(hGraph: Any, dependencies: Any, numDependencies: int) -> tuple:  # noqa: N803
     """cuGraphAddEmptyNode(hGraph, dependencies, numDependencies) -> (CUresult, CUgraphNode): a node that only
     orders others."""
-    return _add(hGraph, dependencies, numDependencies, Marker("empty graph node"))
+    return add_node(hGraph, dependencies, numDependencies, Marker("empty graph node"))
 
 
 @api(0)

@@ -41,6 +41,8 @@ class Device:
     primary_refs: int = 0
     primary_flags: int = 0
     uuid: Any = None  # ctypes buffer behind the CUuuid that cuDeviceGetUuid hands out
+    graph_memory: int = 0  # bytes of graph allocation nodes (cuDeviceGetGraphMemAttribute) and their high mark
+    graph_memory_high: int = 0
 
 
 @dataclass(eq=False)
@@ -292,12 +294,13 @@ class System:
 def handle_value(handle: Any) -> int:
     """The integer value of a handle, device pointer or ordinal: None -> 0, int, or anything with ``__int__``.
 
-    Raises TypeError (as cuda-python does for a wrong argument type) for anything else.
+    A float is truncated, as cuda-python's handle types convert it (``CUdeviceptr(2.0)`` is 2; the samples pass
+    ``int(dptr) + size / n``). Raises TypeError (as cuda-python does for a wrong argument type) for anything else.
     """
     if handle is None:
         return 0
     if isinstance(handle, int):
         return handle
-    if hasattr(handle, "__int__") and not isinstance(handle, float):
+    if hasattr(handle, "__int__") and not isinstance(handle, str | bytes):
         return int(handle)
     raise TypeError(f"expected a handle, int or None, got {type(handle).__name__}: {handle!r}")

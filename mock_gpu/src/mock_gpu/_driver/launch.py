@@ -6,7 +6,7 @@ interpreter; a fault inside the kernel poisons the context (sticky error), as on
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cuda.bindings.driver import CUfunction_attribute
@@ -16,6 +16,7 @@ from ..address_space import MemoryFault
 from ..config import MAX_BLOCK_DIM, MAX_GRID_DIM
 from .handles import Context, Function, handle_value
 from .marshal import pack_params, uint_arg
+from .occupancy import max_active_blocks
 from .results import DriverError, error
 from .system import api, poison, raise_if_sticky, resolve_stream, system
 from .work import enqueue
@@ -32,6 +33,7 @@ class KernelLaunch:
     block: tuple[int, int, int]
     shared_bytes: int
     params: bytes
+    cooperative: bool = False
 
     def run(self) -> None:
         run_launch(self)
@@ -125,10 +127,12 @@ def run_launch(launch: KernelLaunch) -> None:
     if not fn.owner.loaded:
         raise error("CUDA_ERROR_INVALID_HANDLE", f"the module of kernel {fn.kernel.name!r} was unloaded")
     sys_ = system()
+    # a cooperative grid's workspace: the counter cooperative groups' grid.sync() counts arriving blocks in
+    workspace = sys_.space.alloc(16, ctx.device.ordinal) if launch.cooperative else 0
     try:
         ptx.launch(fn.owner.module, fn.kernel, launch.grid, launch.block, launch.shared_bytes, launch.params,
                    sys_.space, ctx.device.ordinal, smid_count=ctx.device.arch.sm_count,
-                   timeout=sys_.config.launch_timeout)
+                   timeout=sys_.config.launch_timeout, grid_workspace=workspace)
     except MemoryFault as fault:
         _poison(ctx, error("CUDA_ERROR_ILLEGAL_ADDRESS", f"memcheck: {fault}", severe=True), fault)
     except ptx.BarrierDivergence as exc:
@@ -139,6 +143,9 @@ def run_launch(launch: KernelLaunch) -> None:
         _poison(ctx, error("CUDA_ERROR_ASSERT", str(exc), severe=True), exc)
     except ptx.ExecutionError as exc:
         _poison(ctx, error("CUDA_ERROR_LAUNCH_FAILED", str(exc), severe=True), exc)
+    finally:
+        if workspace:
+            sys_.space.free(workspace)
 
 
 def _poison(ctx: Context, err: DriverError, cause: Exception) -> None:
@@ -170,6 +177,33 @@ def cuLaunchKernel(f: Any, gridDimX: int, gridDimY: int, gridDimZ: int,  # noqa:
         raise error("CUDA_ERROR_INVALID_HANDLE", "the function's module was loaded in another context than the "
                     "stream's; launch on a stream of the module's context")
     enqueue(stream, launch)
+    return ()
+
+
+@api(0)
+def cuLaunchCooperativeKernel(f: Any, gridDimX: int, gridDimY: int, gridDimZ: int,  # noqa: N803
+                              blockDimX: int, blockDimY: int, blockDimZ: int, sharedMemBytes: int,  # noqa: N803
+                              hStream: Any, kernelParams: Any) -> tuple:  # noqa: N803
+    """cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
+    hStream, kernelParams): cuLaunchKernel whose blocks may synchronize grid-wide (cooperative groups'
+    ``this_grid().sync()``). The grid must be co-resident: at most the SM count times the kernel's occupancy
+    (cuOccupancyMaxActiveBlocksPerMultiprocessor) blocks, else CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE. All blocks
+    of the grid run together, so a grid barrier is a barrier over all of its threads."""
+    stream = resolve_stream(hStream)
+    launch = prepare_launch(f, (gridDimX, gridDimY, gridDimZ), (blockDimX, blockDimY, blockDimZ), sharedMemBytes,
+                            kernelParams, None)
+    fn = launch.function
+    if fn.owner.ctx is not stream.ctx:
+        raise error("CUDA_ERROR_INVALID_HANDLE", "the function's module was loaded in another context than the "
+                    "stream's; launch on a stream of the module's context")
+    threads = launch.block[0] * launch.block[1] * launch.block[2]
+    resident = fn.owner.ctx.device.arch.sm_count * max_active_blocks(fn, threads, launch.shared_bytes)
+    blocks = launch.grid[0] * launch.grid[1] * launch.grid[2]
+    if blocks > resident:
+        raise error("CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE", f"a cooperative grid of {blocks} blocks of "
+                    f"{threads} threads exceeds the {resident} blocks that can be resident at once "
+                    f"({fn.owner.ctx.device.arch.sm_count} SMs x cuOccupancyMaxActiveBlocksPerMultiprocessor)")
+    enqueue(stream, replace(launch, cooperative=True))
     return ()
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from cuda.bindings.driver import CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE, CU_LAUNCH_PARAM_END
 
-from .results import error
+from .results import error, logger
 
 _PTR = ctypes.sizeof(ctypes.c_void_p)
 # The widest alignment a C compiler gives a parameter struct on x86-64/aarch64 (long double, __int128):
@@ -166,10 +166,16 @@ def _from_values(kernel: Any, kernel_params: tuple) -> bytes:
     buf = bytearray(kernel.param_bytes)
     for i, ((offset, size), value, ctype) in enumerate(zip(kernel.params, values, types, strict=True)):
         data = _value_bytes(value, ctype)
-        if len(data) != size:
+        given = f"value given ({type(value).__name__} as {getattr(ctype, '__name__', ctype)}) is {len(data)}"
+        if len(data) > size:
             raise error("CUDA_ERROR_INVALID_VALUE", f"parameter {i} of kernel {kernel.name!r} is {size} bytes but the "
-                        f"value given ({type(value).__name__} as {getattr(ctype, '__name__', ctype)}) is {len(data)}")
-        buf[offset:offset + size] = data
+                        f"{given}")
+        if len(data) < size:
+            # The driver copies the parameter's size from the value's address, reading past a narrower value
+            # (NVIDIA's simpleCudaGraphs passes c_uint for a size_t); the emulator zero-extends it instead.
+            logger.warning("parameter %d of kernel %r is %d bytes but the %s: zero-extended", i, kernel.name,
+                           size, given)
+        buf[offset:offset + len(data)] = data
     return bytes(buf)
 
 

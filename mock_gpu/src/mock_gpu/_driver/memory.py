@@ -259,6 +259,12 @@ def _device(ptr: Any) -> bool:
     return False
 
 
+def _device_memory(ptr: Any, in_space: bool) -> bool:
+    """Whether ``ptr`` (in the address space when ``in_space``) is device memory rather than host memory the
+    device maps (page-locked, registered, managed)."""
+    return in_space and not system().space.is_host(handle_value(ptr))
+
+
 @api(0)
 def cuMemcpyHtoD(dstDevice: Any, srcHost: Any, ByteCount: int) -> tuple:  # noqa: N803
     """cuMemcpyHtoD(dstDevice, srcHost, ByteCount): host -> device on the legacy stream, done on return (srcHost: an
@@ -310,9 +316,11 @@ def cuMemcpyDtoDAsync(dstDevice: Any, srcDevice: Any, ByteCount: int, hStream: A
 @api(0)
 def cuMemcpy(dst: Any, src: Any, ByteCount: int) -> tuple:  # noqa: N803
     """cuMemcpy(dst, src, ByteCount): copy between any host/device pointers, the kind inferred (unified addressing);
-    synchronous as the copy of that kind."""
+    synchronous as the copy of that kind ("API synchronization behavior": only device-to-device copies may be
+    pending on return; one from or to page-locked host memory is done)."""
     dst_device, src_device = _device(dst), _device(src)
-    _copy(resolve_stream(None), dst, dst_device, src, src_device, ByteCount, wait=not (dst_device and src_device))
+    device_to_device = _device_memory(dst, dst_device) and _device_memory(src, src_device)
+    _copy(resolve_stream(None), dst, dst_device, src, src_device, ByteCount, wait=not device_to_device)
     return ()
 
 

@@ -221,7 +221,7 @@ def cuMemPoolDestroy(pool: Any) -> tuple:
     return ()
 
 
-_U64_ATTRIBUTES = {int(a) for a in CUmemPool_attribute if "MEM" in a.name or "THRESHOLD" in a.name}
+_U64_ATTRIBUTES = {int(a) for a in CUmemPool_attribute if "_MEM_" in a.name or a.name.endswith("THRESHOLD")}
 
 
 @api(0)

@@ -13,7 +13,6 @@ from .state import (
     check,
     current_device,
     ensure_context,
-    fail,
     initialize,
     primary_context,
     runtime_api,
@@ -181,21 +180,10 @@ def cudaMemGetInfo() -> tuple:
 
 @runtime_api(1)
 def cudaOccupancyMaxActiveBlocksPerMultiprocessor(func: Any, blockSize: Any, dynamicSMemSize: Any) -> tuple:  # noqa: N803
-    """cudaOccupancyMaxActiveBlocksPerMultiprocessor(func, blockSize, dynamicSMemSize) -> (cudaError_t, int):
-    blocks of ``blockSize`` threads that fit one SM by threads, the per-SM block limit and shared memory."""
+    """cudaOccupancyMaxActiveBlocksPerMultiprocessor(func, blockSize, dynamicSMemSize) -> (cudaError_t, int): the
+    driver's answer (cuOccupancyMaxActiveBlocksPerMultiprocessor) for ``func``, a CUfunction."""
     ensure_context()
-    threads = int(blockSize)
-    if threads <= 0:
-        raise fail("cudaErrorInvalidValue")
-    dev = current_device()
-    A = cu.CUdevice_attribute
-    per_sm = check(cu.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, dev)) // threads
-    limit = check(cu.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, dev))
-    smem = check(cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, func))
-    smem += int(dynamicSMemSize)
-    by_smem = check(cu.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, dev)) // smem \
-        if smem else limit
-    return (max(0, min(per_sm, limit, by_smem)),)
+    return (check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(func, blockSize, dynamicSMemSize)),)
 
 
 

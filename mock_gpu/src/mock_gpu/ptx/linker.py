@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import PTXError
-from .parse.syntax import Addr, ArgList, Decl, Func, Not, Pair, ParsedModule, Reg, Stmt, Sym, Vec
+from .parse.syntax import Addr, ArgList, Decl, Func, Not, Pair, ParsedModule, Reg, Stmt, Sym, TexRef, Vec
 
 __all__ = ["Loc", "Label", "LInstr", "LinkedKernel", "link_kernel", "param_layout"]
 
@@ -169,6 +169,9 @@ class _Linker:
             return Pair(self.operand(o.first, frame, line), self.operand(o.second, frame, line))  # type: ignore[arg-type]
         if isinstance(o, Vec):
             return Vec(tuple(self.operand(x, frame, line) for x in o.items))
+        if isinstance(o, TexRef):
+            return TexRef(self.operand(o.handle, frame, line), Vec(tuple(self.operand(x, frame, line)
+                                                                         for x in o.coords.items)))
         if isinstance(o, Addr):
             base = self.operand(o.base, frame, line) if o.base is not None else None
             return Addr(base, o.offset)  # type: ignore[arg-type]

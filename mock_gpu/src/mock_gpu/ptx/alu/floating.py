@@ -27,6 +27,7 @@ from .fp import (
     finish,
     flush_f64,
     narrow_exact,
+    nearest_sum_f32,
     round_pair,
     round_to_odd64,
     to_f64,
@@ -96,6 +97,8 @@ def _rounded(op: str, fmt: str, mode: str, xs: list[np.ndarray]) -> np.ndarray:
         native = [x.astype(STORAGE[fmt]) for x in xs]  # exact: the values came from this format
         out = _NATIVE[op](native[0], native[1])
         return np.where(np.isnan(out), canonical_nan(fmt), out)
+    if mode == "rn" and fmt == "f32" and op in ("fma", "mad"):  # the product of two 24-bit significands is exact
+        return nearest_sum_f32(xs[0] * xs[1], xs[2])
     finite = np.logical_and.reduce([np.isfinite(x) for x in xs])
     if op in ("add", "sub"):
         a, b = xs[0], (xs[1] if op == "add" else -xs[1])

@@ -143,14 +143,56 @@ def round_to_odd32(x: np.ndarray) -> np.ndarray:
     return np.where(move, np.nextafter(c, toward), c)
 
 
+_F32_TIE_BITS = np.uint64((1 << 28) - 1)  # f64 significand bits below a float32 midpoint (24 + 1 bits)
+_F32_HALF_ULP = np.uint64(1 << 28)  # the f64 significand bit of half a float32 ulp (normal float32 range)
+_F32_MIN_NORMAL = 2.0**-126
+
+
+def _nearest_f32(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """Round-to-nearest-even of hi + lo to float32. Rounding hi alone is correct unless hi is exactly a float32
+    midpoint (or value) while lo is not zero: only then can rounding twice differ, and only there round-to-odd is
+    needed (no float32 midpoint lies strictly between hi + lo and its nearest float64 hi)."""
+    hi, lo = np.asarray(hi), np.asarray(lo)
+    with np.errstate(over="ignore"):
+        out = hi.astype(np.float32)
+        suspect = (lo != 0) & ((hi.view(np.uint64) & _F32_TIE_BITS) == 0)
+        if suspect.any():
+            out[suspect] = round_to_odd64(hi[suspect], lo[suspect]).astype(np.float32)
+    return out
+
+
+def nearest_sum_f32(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Round-to-nearest-even float32 of the exact sum of float64 arrays ``x`` and ``y`` (e.g. an exact product of two
+    float32 values and a float32 addend: fma.rn.f32), NaN canonical. Rounding the float64 sum is correct except
+    where that sum is a float32 tie (or value) and inexact: only there its rounding error decides. Ties are common
+    (integer-valued data), so the error is computed on whole vectors, not gathered lanes."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        hi = x + y
+        out = hi.astype(np.float32)
+        bits = hi.view(np.uint64)
+        tie = (bits & _F32_TIE_BITS) == 0
+        if tie.any():  # a float32 value is no tie: only bit 28 set (or the subnormal range) makes a midpoint;
+            # a zero float64 sum is exact (gradual underflow)
+            tie &= ((bits & _F32_HALF_ULP) != 0) | ((np.abs(hi) < _F32_MIN_NORMAL) & (hi != 0))
+        if tie.any():
+            lo = two_sum(x, y)[1]
+            fix = tie & (lo != 0)
+            if fix.any():
+                out[fix] = round_to_odd64(hi[fix], lo[fix]).astype(np.float32)
+        nan = np.isnan(hi)
+        if nan.any():
+            out[nan] = canonical_nan("f32")
+    return out
+
+
 def _nearest(hi: np.ndarray, lo: np.ndarray, fmt: str) -> np.ndarray:
     """Round-to-nearest-even of hi + lo to ``fmt`` storage via round-to-odd (no double-rounding error)."""
-    odd64 = round_to_odd64(hi, lo)
     if fmt == "f64":
         return hi
+    if fmt == "f32":
+        return _nearest_f32(hi, lo)
+    odd64 = round_to_odd64(hi, lo)
     with np.errstate(over="ignore"):
-        if fmt == "f32":
-            return odd64.astype(np.float32)
         if fmt == "f16":
             return round_to_odd32(odd64).astype(np.float16)
     return _bf16_from_f32(round_to_odd32(odd64), "rn")

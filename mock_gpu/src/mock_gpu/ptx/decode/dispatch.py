@@ -17,7 +17,7 @@ from ..exec import memops, warp
 from ..linker import Label, LInstr, Loc
 from ..ops import BRANCH, EXIT, NORMAL, TRAP, Op
 from ..types import STORAGE
-from . import alu, data, mbarrier, sync
+from . import alu, data, mbarrier, sync, texture
 from .modifiers import ALLOWED, unknown_modifiers
 from .operands import DecodeError, OperandError, writer
 
@@ -33,8 +33,7 @@ _REJECTED = {
     "wgmma": "tensor-core matrix multiply is not emulated", "ldmatrix": "matrix fragment loads are not emulated",
     "stmatrix": "matrix fragment stores are not emulated", "movmatrix": "matrix fragments are not emulated",
     "mapa": "distributed shared memory (thread block clusters) is not emulated",
-    "tex": "textures are not emulated",
-    "tld4": "textures are not emulated", "suld": "surfaces are not emulated", "sust": "surfaces are not emulated",
+    "tld4": "texture gathers are not emulated", "suld": "surfaces are not emulated", "sust": "surfaces are not emulated",
     "tensormap": "tensor maps are not emulated",
     "alloca": "dynamic stack allocation is not emulated", "stacksave": "dynamic stack allocation is not emulated",
     "stackrestore": "dynamic stack allocation is not emulated", "setmaxnreg": "register reallocation is not emulated",
@@ -119,6 +118,8 @@ def _normal(li: LInstr, rt: list[str]) -> Callable:
         return data.isspacep(li.op[1], ops, rt)
     if base in ("ld", "ldu", "st"):
         return data.ldst(base, li.op, types, mods, ops, rt)
+    if base == "cp" and "mbarrier" in li.op and "arrive" in li.op:
+        return mbarrier.cp_async_arrive(li.op, ops, rt)
     if base == "cp" and "bulk" in li.op:
         return mbarrier.bulk_copy(li.op, ops, rt)
     if base == "cp":
@@ -127,6 +128,8 @@ def _normal(li: LInstr, rt: list[str]) -> Callable:
         return mbarrier.mbarrier(li.op, mods, ops, rt)
     if base in ("atom", "red"):
         return sync.atom(base, types, mods, ops, rt)
+    if base == "tex":
+        return texture.tex(types, mods, ops, rt)
     if base == "shfl":
         return sync.shfl(types, mods, ops, rt)
     if base == "vote":

@@ -22,7 +22,7 @@ from ..parse.syntax import Addr, Imm, Sink
 from .data import address, state_space
 from .operands import DecodeError, operand_count, reader, writer
 
-__all__ = ["bulk_copy", "mbarrier"]
+__all__ = ["bulk_copy", "cp_async_arrive", "mbarrier"]
 
 _COUNT_MASK = (1 << 20) - 1
 _TX_BITS = 23
@@ -152,6 +152,25 @@ def _wait(mods: set[str], ops: list, rt) -> Callable:
             p(c, i, now != (token(c, i, n).astype(np.uint64) & np.uint64(1)))
         else:
             p(c, i, now != (token(c, i, n).astype(np.uint64) >> np.uint64(63)))
+    return run
+
+
+def cp_async_arrive(op: tuple[str, ...], ops: list, rt) -> Callable:
+    """cp.async.mbarrier.arrive{.noinc}.shared{::cta}.b64 [addr] (PTX ISA 9.7.9.25.3.4): an arrive-on the mbarrier
+    once the thread's earlier cp.async copies completed, which here they already have. Without .noinc the pending
+    count is first raised by one, so the arrival changes nothing; with .noinc it is an arrival of each thread."""
+    if state_space(op) != "shared":
+        raise DecodeError("expected cp.async.mbarrier.arrive{.noinc}.shared{::cta}.b64 [addr]")
+    operand_count(ops, 1, "[addr]")
+    _, addr = address(ops[0], "shared", rt)
+    if "noinc" not in op:
+        return lambda c, i: None
+
+    def run(c, i):
+        def step(state: int, k: int) -> int:
+            pending, expected, tx, phase = _fields(state)
+            return _settle(pending - k, expected, tx, phase)
+        _update(c, "shared", addr(c, i, c.n if i is None else i.size), i, step)
     return run
 
 

@@ -52,10 +52,12 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     "cvt": _ROUND | _ROUND_INT | {"ftz", "sat", "relu", "satfinite"}, "mov": set(), "cvta": SPACES | {"to"},
     "isspacep": SPACES,
     # memory (PTX ISA 9.7.9.8-9.7.9.10, 9.7.9.25 cp.async, 9.7.13.5-9.7.13.6)
+    "tex": {"1d", "2d", "3d", "a1d", "a2d", "cube", "acube", "v4"},  # PTX ISA 9.7.10.3
     "ld": _MEMORY | _CACHE_OPS, "ldu": {"global", "v2", "v4"}, "st": _MEMORY | _CACHE_OPS,
     "atom": _MEMORY | _ATOM_OPS | {"noftz"}, "red": _MEMORY | _ATOM_OPS | {"noftz"},
     "cp": {"async", "ca", "cg", "shared", "shared::cta", "global", CACHE_HINT, "commit_group", "wait_group",
-           "wait_all", "bulk", "shared::cluster", "mbarrier::complete_tx::bytes"} | _PREFETCH,
+           "wait_all", "bulk", "shared::cluster", "mbarrier::complete_tx::bytes", "mbarrier", "arrive",
+           "noinc"} | _PREFETCH,
     # mbarrier (PTX ISA 9.7.13.15)
     "mbarrier": {"init", "inval", "arrive", "arrive_drop", "expect_tx", "complete_tx", "test_wait", "try_wait",
                  "parity", "pending_count", "noComplete", "shared", "shared::cta", "relaxed", "release", "acquire",

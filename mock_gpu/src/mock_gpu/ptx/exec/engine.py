@@ -34,8 +34,10 @@ class _Chunk:
     """Registers, memories and special registers of ``nblocks`` consecutive blocks starting at ``first``."""
 
     def __init__(self, kernel, first: int, nblocks: int, grid, block, dyn: int, params: bytes,
-                 space: AddressSpace, symaddr: dict[str, int], smid_count: int, deadline: float) -> None:
+                 space: AddressSpace, symaddr: dict[str, int], smid_count: int, deadline: float,
+                 envregs: dict[str, int]) -> None:
         self.kernel = kernel
+        self.envregs = envregs  # %envregN values the driver sets for this launch (others read 0)
         self.deadline = deadline
         self.first = first
         self.B = nblocks
@@ -100,6 +102,8 @@ class _Chunk:
         return np.full(self.n, val & 0xFFFFFFFF, np.uint32)
 
     def _compute_special(self, name: str) -> np.ndarray:
+        if name.startswith("%envreg"):
+            return self._uniform(self.envregs.get(name, 0))
         # without cluster launches every block is a cluster of one (PTX ISA 10.x cluster special registers)
         head, dot, comp = name.partition(".")
         if head in _CLUSTER_GRID:
@@ -375,7 +379,7 @@ def _dims(name: str, value, limits: tuple[int, int, int]) -> tuple[int, int, int
 
 
 def launch(module, kernel, grid, block, dynamic_shared_bytes: int, params: bytes, space: AddressSpace, device: int,
-           *, smid_count: int = 132, timeout: float = 300.0) -> None:
+           *, smid_count: int = 132, timeout: float = 300.0, grid_workspace: int = 0) -> None:
     """Run ``kernel`` of ``module`` over the whole grid (the mock of cuLaunchKernel followed by completion).
 
     grid/block: (x, y, z) in blocks/threads; dynamic_shared_bytes: bytes of extern .shared; params: the kernel
@@ -384,6 +388,9 @@ def launch(module, kernel, grid, block, dynamic_shared_bytes: int, params: bytes
     filled in), BarrierDivergence, ExecutionError (trap), DeviceAssertion or LaunchTimeout (after ``timeout`` seconds)
     for failures while running. Blocks run in chunks of whole
     blocks, in increasing block order, so results (including atomics' old values) are deterministic.
+    ``grid_workspace`` (a cooperative launch): the device address of a zeroed counter that cooperative groups'
+    grid barrier uses, read from %envreg1 (high half) and %envreg2 (low half); the whole grid then runs as one
+    chunk, so that the barrier waits for every block (it is 0, and grid.sync() traps, otherwise).
     """
     grid = _dims("grid", grid, (2**31 - 1, 65535, 65535))
     block = _dims("block", block, (1024, 1024, 64))
@@ -401,9 +408,10 @@ def launch(module, kernel, grid, block, dynamic_shared_bytes: int, params: bytes
     symaddr = module.symbol_addresses(space, device)
     nblocks = grid[0] * grid[1] * grid[2]
     per_thread = sum(max(1, WIDTH[t] // 8) for t in kernel.reg_types) + max(16, kernel.local_bytes) + 96
-    per_chunk = max(1, CHUNK_BYTES // (per_thread * threads))
+    per_chunk = nblocks if grid_workspace else max(1, CHUNK_BYTES // (per_thread * threads))
+    envregs = {"%envreg1": grid_workspace >> 32, "%envreg2": grid_workspace & 0xFFFFFFFF}
     deadline = time.monotonic() + timeout
     for first in range(0, nblocks, per_chunk):
         count = min(per_chunk, nblocks - first)
         _Chunk(kernel, first, count, grid, block, dynamic_shared_bytes, bytes(params), space, symaddr,
-               smid_count, deadline).run()
+               smid_count, deadline, envregs).run()

@@ -11,7 +11,7 @@ from ..errors import PTXError
 from ..types import STORAGE
 from .declarations import variable
 from .lexer import Token
-from .syntax import SPECIAL_REGS, Addr, ArgList, FImm, Func, Imm, Not, Pair, Reg, Sink, Special, Stmt, Sym, Vec
+from .syntax import SPECIAL_REGS, Addr, ArgList, FImm, Func, Imm, Not, Pair, Reg, Sink, Special, Stmt, Sym, TexRef, Vec
 from .tokens import TokenStream, parse_int
 
 __all__ = ["BodyParser"]
@@ -157,7 +157,7 @@ class BodyParser:
             return Vec(tuple(items))
         if tok.text == "[":
             p.next()
-            return self.address()
+            return self.texture() if op[0] == "tex" else self.address()
         if tok.text == "(":
             p.next()
             items = []
@@ -216,6 +216,16 @@ class BodyParser:
         kind, k = hit
         return Sym(tok.text, off, local=k if kind == "local" else None, fparam=k if kind == "fparam" else None,
                    fret=k if kind == "fret" else None)
+
+    def texture(self) -> TexRef:
+        p = self.p
+        handle = self.simple()
+        p.expect(",")
+        coords = self.operand(("tex",))
+        if not isinstance(coords, Vec):
+            raise p.err("a texture operand is [texture, {coordinates}]")
+        p.expect("]")
+        return TexRef(handle, coords)
 
     def address(self) -> Addr:
         p = self.p

@@ -71,6 +71,15 @@ class Vec:
 
 
 @dataclass(frozen=True)
+class TexRef:
+    """A texture operand ``[tex, {coordinates}]`` of ``tex`` (PTX ISA 9.7.10.3): the texture object handle (a .u64
+    register) and the coordinate vector."""
+
+    handle: object
+    coords: Vec
+
+
+@dataclass(frozen=True)
 class Not:
     """A negated predicate operand ``!%p``."""
 
@@ -103,7 +112,8 @@ SPECIAL_REGS = frozenset(
        "%clock", "%clock64", "%clock_hi", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi", "%dynamic_smem_size",
        "%total_smem_size", "%aggr_smem_size", "%lanemask_eq", "%lanemask_lt", "%lanemask_le", "%lanemask_gt",
        "%lanemask_ge", "%cluster_ctarank", "%cluster_nctarank"]
-    + [f"%{n}.{c}" for n in ("clusterid", "nclusterid", "cluster_ctaid", "cluster_nctaid") for c in "xyz"])
+    + [f"%{n}.{c}" for n in ("clusterid", "nclusterid", "cluster_ctaid", "cluster_nctaid") for c in "xyz"]
+    + [f"%envreg{i}" for i in range(32)])
 
 
 @dataclass

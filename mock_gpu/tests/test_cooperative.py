@@ -1,0 +1,63 @@
+"""Cooperative launches (CUDA driver API cuLaunchCooperativeKernel) and cooperative groups' grid-wide barrier: the
+values each block reads after ``this_grid().sync()`` must be those the other blocks wrote before it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from _driver_util import I32, PTR, check, from_device, load, to_device
+
+from mock_gpu import driver as cu
+
+R = cu.CUresult
+SRC = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+extern "C" __global__ void rotate(int *x, int *y, int rounds) {
+    cg::grid_group grid = cg::this_grid();
+    unsigned n = grid.size(), i = grid.thread_rank();
+    for (int r = 0; r < rounds; ++r) {
+        y[i] = x[(i + blockDim.x) % n] + 1;  // read what another block wrote in the previous round
+        grid.sync();
+        x[i] = y[i];
+        grid.sync();
+    }
+}
+"""
+
+
+def _args(x: Any, y: Any, rounds: int) -> tuple:
+    return ((x, y, rounds), (PTR, PTR, I32))
+
+
+def test_grid_sync_orders_every_block_of_a_cooperative_launch(ctx: Any) -> None:
+    fn = load(SRC, "rotate", includes=True)[1][0]
+    blocks, threads, rounds = 6, 64, 3
+    start = np.arange(blocks * threads, dtype=np.int32)
+    x, y = to_device(start), to_device(np.zeros_like(start))
+    check(cu.cuLaunchCooperativeKernel(fn, blocks, 1, 1, threads, 1, 1, 0, None, _args(x, y, rounds)))
+    check(cu.cuCtxSynchronize())
+    want = start.copy()
+    for _ in range(rounds):
+        want = np.roll(want, -threads) + 1
+    np.testing.assert_array_equal(from_device(x, start.size, np.int32), want)
+
+
+def test_grid_sync_outside_a_cooperative_launch_traps(ctx: Any) -> None:
+    fn = load(SRC, "rotate", includes=True)[1][0]
+    x = to_device(np.zeros(64, np.int32))
+    check(cu.cuLaunchKernel(fn, 1, 1, 1, 64, 1, 1, 0, None, _args(x, x, 1), 0))
+    assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_LAUNCH_FAILED,)
+
+
+def test_a_cooperative_grid_must_fit_the_device_at_once(ctx: Any) -> None:
+    fn = load(SRC, "rotate", includes=True)[1][0]
+    per_sm = check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(fn, 1024, 0))
+    sms = check(cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0))
+    assert per_sm == 2  # 2048 resident threads per SM of sm_90 (CUDA C++ Programming Guide, table 21)
+    assert check(cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 0)) == 1
+    x = to_device(np.zeros(4, np.int32))
+    too_many = sms * per_sm + 1
+    assert cu.cuLaunchCooperativeKernel(fn, too_many, 1, 1, 1024, 1, 1, 0, None, _args(x, x, 0)) == \
+        (R.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,)
