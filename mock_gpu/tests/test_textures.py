@@ -124,3 +124,53 @@ def test_a_fetch_from_a_destroyed_texture_fails_the_launch(module) -> None:
                                                    (1, I32)]))
     assert cu.cuCtxSynchronize()[0] != cu.CUresult.CUDA_SUCCESS
 
+
+
+def _array_copy(image: np.ndarray) -> tuple:
+    """A 1-channel float array shaped like ``image`` (height, width) and a CUDA_MEMCPY3D filling it from ``image``."""
+    desc = cu.CUDA_ARRAY3D_DESCRIPTOR()
+    desc.Format, desc.NumChannels = cu.CUarray_format.CU_AD_FORMAT_FLOAT, 1
+    desc.Height, desc.Width = image.shape
+    array = check(cu.cuArray3DCreate(desc))
+    copy = cu.CUDA_MEMCPY3D()
+    copy.srcMemoryType, copy.srcHost, copy.srcPitch = cu.CUmemorytype.CU_MEMORYTYPE_HOST, image, image.shape[1] * 4
+    copy.dstMemoryType, copy.dstArray = cu.CUmemorytype.CU_MEMORYTYPE_ARRAY, array
+    copy.WidthInBytes, copy.Height, copy.Depth = image.shape[1] * 4, image.shape[0], 1
+    return array, copy
+
+
+@pytest.mark.parametrize("field, value", [
+    ("WidthInBytes", 64), ("Height", 100), ("Depth", 3), ("dstXInBytes", 16), ("dstY", 3),  # outside the array
+    ("srcPitch", 8), ("srcPitch", 1 << 62),  # a pitch below the width; a span no memory has
+    ("srcHost", 0),  # NULL
+])
+def test_a_3d_copy_outside_its_memory_is_invalid_value_and_moves_nothing(ctx, field, value) -> None:
+    """cuMemcpy3D checks both sides before a byte moves (the driver's CUDA_ERROR_INVALID_VALUE), never a crash of
+    the process or a numpy error."""
+    image = np.arange(32, dtype=np.float32).reshape(4, 8)
+    array, copy = _array_copy(image)
+    setattr(copy, field, value)
+    assert cu.cuMemcpy3D(copy) == (cu.CUresult.CUDA_ERROR_INVALID_VALUE,)
+    assert cu.cuMemcpy3D(None) == (cu.CUresult.CUDA_ERROR_INVALID_VALUE,)
+    check(cu.cuArrayDestroy(array))
+
+
+def test_a_3d_copy_from_freed_device_memory_is_invalid_value(ctx) -> None:
+    image = np.arange(32, dtype=np.float32).reshape(4, 8)
+    array, copy = _array_copy(image)
+    freed = check(cu.cuMemAlloc(128))
+    check(cu.cuMemFree(freed))
+    copy.srcMemoryType, copy.srcDevice, copy.srcPitch = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE, freed, 32
+    assert cu.cuMemcpy3D(copy) == (cu.CUresult.CUDA_ERROR_INVALID_VALUE,)
+    _, good = _array_copy(image)
+    good.dstArray = array
+    check(cu.cuMemcpy3D(good))  # the context goes on
+
+
+def test_arrays_too_large_for_the_device_or_its_limits_are_refused(ctx) -> None:
+    desc = cu.CUDA_ARRAY3D_DESCRIPTOR()
+    desc.Format, desc.NumChannels = cu.CUarray_format.CU_AD_FORMAT_FLOAT, 4
+    desc.Width, desc.Height, desc.Depth = 1 << 40, 1 << 20, 1 << 20
+    assert cu.cuArray3DCreate(desc)[0] == cu.CUresult.CUDA_ERROR_INVALID_VALUE
+    desc.Width, desc.Height, desc.Depth = 1 << 16, 1 << 16, 1 << 12  # 64 TiB: within the limits, not the memory
+    assert cu.cuArray3DCreate(desc)[0] == cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY

@@ -12,8 +12,10 @@ from typing import Any
 import numpy as np
 from cuda.bindings.driver import CUarray, CUarray_format, CUmemorytype, CUresourcetype, CUtexObject
 
+from ..address_space import MemoryFault
 from ..texture import Texture
 from .handles import handle_value
+from .marshal import host_range
 from .results import error
 from .system import api, current_ctx, system
 from .work import synchronize_context
@@ -24,6 +26,7 @@ _DTYPES = {CUarray_format.CU_AD_FORMAT_UNSIGNED_INT8: np.uint8, CUarray_format.C
            CUarray_format.CU_AD_FORMAT_SIGNED_INT16: np.int16, CUarray_format.CU_AD_FORMAT_SIGNED_INT32: np.int32,
            CUarray_format.CU_AD_FORMAT_HALF: np.float16, CUarray_format.CU_AD_FORMAT_FLOAT: np.float32}
 LAYERED, CUBEMAP = 0x01, 0x04  # CUDA_ARRAY3D_LAYERED, CUDA_ARRAY3D_CUBEMAP
+_MAX_EXTENT = 1 << 17  # texels per dimension at most (above every CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE* of sm_90)
 
 
 @dataclass(eq=False)
@@ -56,7 +59,16 @@ def _create(desc: Any, depth: int, flags: int) -> tuple:
         raise error("CUDA_ERROR_INVALID_VALUE", "a cubemap array needs Width == Height and Depth a multiple of 6")
     dtype = _DTYPES.get(CUarray_format(_format(desc)))
     shape = (max(depth, 1), max(int(desc.Height), 1), int(desc.Width), int(desc.NumChannels))
-    data = None if dtype is None else np.zeros(shape, dtype)
+    if min(shape) < 0 or max(shape[:3]) > _MAX_EXTENT:
+        raise error("CUDA_ERROR_INVALID_VALUE", f"array extent {shape[2]} x {shape[1]} x {shape[0]} is outside "
+                    f"1..{_MAX_EXTENT} (CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE*)")
+    nbytes = int(np.prod(shape, dtype=object)) * np.dtype(dtype or np.uint32).itemsize
+    if nbytes > current_ctx().device.memory:
+        raise error("CUDA_ERROR_OUT_OF_MEMORY", f"an array of {nbytes} bytes exceeds the device's memory")
+    try:
+        data = None if dtype is None else np.zeros(shape, dtype)
+    except MemoryError:
+        raise error("CUDA_ERROR_OUT_OF_MEMORY", f"the host cannot hold the emulated array's {nbytes} bytes") from None
     sys_ = system()
     return (CUarray(sys_.register(Array(sys_.new_handle(), desc, flags, data)).handle),)
 
@@ -85,18 +97,63 @@ def cuArrayDestroy(hArray: Any) -> tuple:  # noqa: N803
     return ()
 
 
-def _rows(kind: Any, host: Any, device: Any, array: Any, x: int, y: int, z: int, pitch: int, height: int,
-          what: str) -> tuple[Any, int, int, int]:
-    """(reader/writer target, byte offset of the first row, row pitch, rows per slice) of one side of a copy."""
-    if int(kind) == CUmemorytype.CU_MEMORYTYPE_ARRAY:
-        arr = system().lookup(array, Array, f"{what}Array")
+_MAX_SPAN = 1 << 47  # bytes: no host or device buffer of this emulator is larger; a bigger span is a bad pitch
+
+
+@dataclass(frozen=True)
+class _Side:
+    """One side of a 3-D copy: ``target`` (a flat uint8 view of an array, or an address), the byte offset of its
+    first row, its row pitch and rows per slice (bytes, rows)."""
+
+    target: Any
+    first: int
+    pitch: int
+    rows: int
+
+    def at(self, y: int, z: int) -> int:
+        return self.first + self.pitch * (y + self.rows * z)
+
+
+def _side(p: Any, what: str, width: int, height: int, depth: int, writable: bool) -> _Side:
+    """One side of ``p`` (CUDA_MEMCPY3D, ``what`` = "src"/"dst"), bounds-checked for ``height`` rows of ``width``
+    bytes in each of ``depth`` slices: CUDA_ERROR_INVALID_VALUE for a copy outside an array or a device allocation,
+    a pitch below the width, a NULL host pointer or a host buffer too short for it."""
+    kind = int(getattr(p, f"{what}MemoryType"))
+    x, y, z = (int(getattr(p, f"{what}{f}")) for f in ("XInBytes", "Y", "Z"))
+    if min(x, y, z) < 0:
+        raise error("CUDA_ERROR_INVALID_VALUE", f"{what} position ({x}, {y}, {z}) is negative")
+    if kind == CUmemorytype.CU_MEMORYTYPE_ARRAY:
+        arr = system().lookup(getattr(p, f"{what}Array"), Array, f"{what}Array")
         if arr.data is None:
             raise error("CUDA_ERROR_NOT_SUPPORTED", f"copies to arrays of format {arr.descriptor.Format!r}")
         row = arr.data.shape[2] * arr.data.shape[3] * arr.data.itemsize
-        flat = arr.data.reshape(-1).view(np.uint8)
-        return flat, x + row * (y + arr.data.shape[1] * z), row, arr.data.shape[1]
-    address = handle_value(host if int(kind) == CUmemorytype.CU_MEMORYTYPE_HOST else device)
-    return address, x + pitch * (y + height * z), pitch, height
+        if x + width > row or y + height > arr.data.shape[1] or z + depth > arr.data.shape[0]:
+            raise error("CUDA_ERROR_INVALID_VALUE", f"the copy ({width} bytes x {height} rows x {depth} slices at "
+                        f"({x}, {y}, {z})) does not fit {what}Array ({row} bytes x {arr.data.shape[1]} rows x "
+                        f"{arr.data.shape[0]} slices)")
+        return _Side(arr.data.reshape(-1).view(np.uint8), x + row * (y + arr.data.shape[1] * z), row, arr.data.shape[1])
+    pitch, rows = int(getattr(p, f"{what}Pitch")), int(getattr(p, f"{what}Height"))
+    if (height > 1 or depth > 1) and pitch < width:
+        raise error("CUDA_ERROR_INVALID_VALUE", f"{what}Pitch {pitch} is below WidthInBytes {width}")
+    if depth > 1 and rows < height:
+        raise error("CUDA_ERROR_INVALID_VALUE", f"{what}Height {rows} is below Height {height}")
+    side = _Side(0, x + pitch * (y + rows * z), pitch, rows)
+    span = side.at(height - 1, depth - 1) + width
+    if span > _MAX_SPAN:
+        raise error("CUDA_ERROR_INVALID_VALUE", f"the {what} side spans {span} bytes: a pitch or height is wrong")
+    if kind == CUmemorytype.CU_MEMORYTYPE_HOST:
+        address = host_range(getattr(p, f"{what}Host"), f"{what}Host", span, writable=writable)
+    else:
+        address = handle_value(getattr(p, f"{what}Device"))
+    if address == 0:
+        raise error("CUDA_ERROR_INVALID_VALUE", f"the {what} pointer is NULL")
+    unified_host = kind == CUmemorytype.CU_MEMORYTYPE_UNIFIED and system().space.allocation(address) is None
+    if kind != CUmemorytype.CU_MEMORYTYPE_HOST and not unified_host:  # device memory: every byte mapped
+        try:
+            system().space.check(address, span)
+        except MemoryFault as e:
+            raise error("CUDA_ERROR_INVALID_VALUE", f"{what}Device: {e}") from None
+    return _Side(address, side.first, pitch, rows)
 
 
 def _move(dst: Any, dst_at: int, src: Any, src_at: int, n: int) -> None:
@@ -105,7 +162,7 @@ def _move(dst: Any, dst_at: int, src: Any, src_at: int, n: int) -> None:
         data = src[src_at:src_at + n].tobytes()
     elif space.allocation(src + src_at) is not None:
         data = space.read(src + src_at, n)
-    else:
+    else:  # host memory, checked by _side
         data = ctypes.string_at(src + src_at, n)
     if isinstance(dst, np.ndarray):
         dst[dst_at:dst_at + n] = np.frombuffer(data, np.uint8)
@@ -118,17 +175,23 @@ def _move(dst: Any, dst_at: int, src: Any, src_at: int, n: int) -> None:
 @api(0)
 def cuMemcpy3D(pCopy: Any) -> tuple:  # noqa: N803
     """cuMemcpy3D(pCopy): a 3-D copy between host memory, device memory and arrays (CUDA_MEMCPY3D), done on return
-    (the context's earlier work runs first). Bounds are checked like every copy (CUDA_ERROR_INVALID_VALUE)."""
+    (the context's earlier work runs first). Both sides are checked before a byte moves: CUDA_ERROR_INVALID_VALUE for
+    a NULL pCopy, a negative size, a copy past an array's or a device allocation's end, a pitch below the width, a
+    NULL host pointer or a host buffer of known length too short (see ``_side``)."""
+    if pCopy is None:
+        raise error("CUDA_ERROR_INVALID_VALUE", "pCopy is NULL")
     p = pCopy
+    width, height, depth = int(p.WidthInBytes), max(int(p.Height), 1), max(int(p.Depth), 1)
+    if width < 0 or int(p.Height) < 0 or int(p.Depth) < 0:
+        raise error("CUDA_ERROR_INVALID_VALUE", f"negative extent ({width}, {int(p.Height)}, {int(p.Depth)})")
+    if width == 0:
+        return ()
+    src = _side(p, "src", width, height, depth, writable=False)
+    dst = _side(p, "dst", width, height, depth, writable=True)
     synchronize_context(current_ctx())
-    src = _rows(p.srcMemoryType, p.srcHost, p.srcDevice, p.srcArray, int(p.srcXInBytes), int(p.srcY), int(p.srcZ),
-                int(p.srcPitch), int(p.srcHeight), "src")
-    dst = _rows(p.dstMemoryType, p.dstHost, p.dstDevice, p.dstArray, int(p.dstXInBytes), int(p.dstY), int(p.dstZ),
-                int(p.dstPitch), int(p.dstHeight), "dst")
-    width = int(p.WidthInBytes)
-    for z in range(max(int(p.Depth), 1)):
-        for y in range(max(int(p.Height), 1)):
-            _move(dst[0], dst[1] + dst[2] * (y + dst[3] * z), src[0], src[1] + src[2] * (y + src[3] * z), width)
+    for z in range(depth):
+        for y in range(height):
+            _move(dst.target, dst.at(y, z), src.target, src.at(y, z), width)
     return ()
 
 

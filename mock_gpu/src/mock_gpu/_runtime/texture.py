@@ -78,6 +78,8 @@ def _side(p: Any, c: Any, prefix: str, kind: str) -> int:
 def cudaMemcpy3D(p: Any) -> tuple:
     """cudaMemcpy3D(p): a cudaMemcpy3DParms copy between arrays and pitched memory, done on return; extent.width is
     in elements when an array takes part, else in bytes."""
+    if p is None:
+        _fail("cudaErrorInvalidValue", "p is NULL")
     ensure_context()
     c = cu.CUDA_MEMCPY3D()
     elem = max(_side(p, c, "src", "src"), _side(p, c, "dst", "dst"))
