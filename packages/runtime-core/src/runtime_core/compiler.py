@@ -141,9 +141,12 @@ class _Connections(threading.local):
 _connections = _Connections()
 
 
+_LOCK_WAIT_S = 5.0  # how long a write waits for another process's lock before the result goes uncached (logged)
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=True)
+    conn = sqlite3.connect(path, timeout=_LOCK_WAIT_S, isolation_level=None, check_same_thread=True)
     try:
         with contextlib.suppress(sqlite3.OperationalError):  # WAL is an optimisation; some filesystems refuse it
             conn.execute("PRAGMA journal_mode=WAL")
