@@ -83,22 +83,21 @@ def lines(pattern: re.Pattern[str], out: str) -> list[str]:
     return [m.group(0).strip() for m in pattern.finditer(out)]
 
 
-def check_io_uring(rc: int, out: str) -> tuple[list[str], list[str]]:
-    """tests-disk with io_uring required: exit 0 and the header ``DISK read path: io_uring``."""
-    shown = lines(READ_PATH, out) + lines(PYTEST_SUMMARY, out)[-1:]
-    problems = [] if rc == 0 else [f"tests-disk exited {rc}"]
-    if not any(line.startswith("DISK read path: io_uring") for line in shown):
-        problems.append("the pytest header does not say `DISK read path: io_uring`")
-    return problems, shown
+def _check_read_path(header: str, says: str) -> Callable[[int, str], tuple[list[str], list[str]]]:
+    """The check of a tests-disk job: exit 0 and a pytest header line that starts with ``header`` (``says``: how the
+    message names it)."""
+    def check(rc: int, out: str) -> tuple[list[str], list[str]]:
+        shown = lines(READ_PATH, out) + lines(PYTEST_SUMMARY, out)[-1:]
+        problems = [] if rc == 0 else [f"tests-disk exited {rc}"]
+        if not any(line.startswith(header) for line in shown):
+            problems.append(f"the pytest header does not say `{says}`")
+        return problems, shown
+    return check
 
 
-def check_fallback(rc: int, out: str) -> tuple[list[str], list[str]]:
-    """tests-disk under the default profile: exit 0 and the header ``DISK read path: preadv fallback: <reason>``."""
-    shown = lines(READ_PATH, out) + lines(PYTEST_SUMMARY, out)[-1:]
-    problems = [] if rc == 0 else [f"tests-disk exited {rc}"]
-    if not any(line.startswith("DISK read path: preadv fallback: ") for line in shown):
-        problems.append("the pytest header does not say `DISK read path: preadv fallback: <reason>`")
-    return problems, shown
+# io_uring required (the job's seccomp profile allows it); the engine's default profile: preadv and the reason
+check_io_uring = _check_read_path("DISK read path: io_uring", "DISK read path: io_uring")
+check_fallback = _check_read_path("DISK read path: preadv fallback: ", "DISK read path: preadv fallback: <reason>")
 
 
 def check_fallback_log(rc: int, out: str) -> tuple[list[str], list[str]]:
