@@ -136,3 +136,8 @@ def test_a_database_deleted_while_open_is_recreated_before_the_next_write(cache_
     with sqlite3.connect(cache_db) as conn:
         rows = conn.execute("SELECT lib FROM compiled").fetchall()
     assert rows == [(b"-O2:b",)]
+
+
+def test_a_source_that_is_no_utf8_text_is_a_value_error_naming_the_character():
+    with pytest.raises(ValueError, match="not UTF-8 text: surrogates not allowed at character 2"):
+        Echo().compile_cached("ab\ud800")

@@ -70,10 +70,14 @@ class Compiler:
         return type(self).__qualname__
 
     def cache_key(self, src: str) -> str:
-        """Hex sha256 key of ``src`` under this compiler's identity."""
+        """Hex sha256 key of ``src`` under this compiler's identity. Raises ValueError when ``src`` is no UTF-8 text
+        (a lone surrogate: no compiler could read it either)."""
         h = hashlib.sha256()
         for part in (str(_SCHEMA_VERSION), self.cachekey or "", self.identity(), src):
-            h.update(part.encode())
+            try:
+                h.update(part.encode())
+            except UnicodeEncodeError as exc:
+                raise ValueError(f"the source is not UTF-8 text: {exc.reason} at character {exc.start}") from None
             h.update(b"\0")
         return h.hexdigest()
 
