@@ -4,8 +4,9 @@ Endpoints (the reference system's): ``GET /renderer`` answers the device's rende
 -- in the reference's names where this project's renderer has a counterpart there (``wire.renderers``), so
 tinygrad 0.10.2's own client accepts it, with this project's own description in the ``cloud-renderer`` header;
 ``POST /batch`` takes a body of blobs (``framing``) ending with a request list (``literal``), runs it for the session
-named by the ``session`` cookie, and answers the last ``CopyOut``'s bytes (streamed as they are read), or the last
-waited ``ProgramExec``'s device seconds as text, or nothing. Errors are answered as HTTP errors whose text body says
+named by the ``session`` cookie, and answers the last ``CopyOut``'s bytes (a large one written by the session's
+worker straight from the device's memory to the client's connection), or the last waited ``ProgramExec``'s device
+seconds as text, or nothing. Errors are answered as HTTP errors whose text body says
 what was wrong; the server and the session stay usable. With a token (``CLOUD_TOKEN``) every request must carry
 ``Authorization: Bearer <token>`` (else ``401``).
 
@@ -29,14 +30,14 @@ import resource
 import struct
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from runtime_backends.cloud.server.budget import BudgetExceeded, MemoryBudget
 from runtime_backends.cloud.server.limits import Limits
 from runtime_backends.cloud.server.transport import Bytes, HttpConnection, HTTPError, RequestHead, Response
-from runtime_backends.cloud.server.worker import Worker, WorkerGone, WorkerReply, Zygote
+from runtime_backends.cloud.server.worker import DIRECT_BYTES, Worker, WorkerGone, WorkerReply, Zygote
 from runtime_backends.cloud.wire.framing import BodyDecoder, BufferPool, DecodedBody, FramingError
 from runtime_backends.cloud.wire.protocol import RENDERER_HEADER, SIGNATURE_HEADER
 from runtime_backends.cloud.wire.renderers import describe_renderer, reference_description
@@ -48,7 +49,6 @@ log = logging.getLogger(__name__)
 DEFAULT_PORT = 6667
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _POOL_BYTES = 256 << 20
-_WHOLE_BELOW = 1 << 20  # answers smaller than this are read from the worker whole, larger ones streamed
 _FD_RESERVE = 64  # descriptors kept free for workers, the listening socket and files when shedding connections
 _FDS_PER_SESSION = 4  # the worker's socket and process sentinel, and their transport's spare
 _LENGTH = struct.Struct("<Q")
@@ -374,13 +374,25 @@ class CloudServer:
     async def _answer(self, session: _Session, worker: Worker, reply: WorkerReply) -> tuple[Response, bool]:
         meta = reply.meta
         session.held_bytes, session.empty = int(meta.get("held", 0)), bool(meta.get("empty", False))
-        if reply.status != 200 or reply.length < _WHOLE_BELOW:
+        if reply.status != 200 or reply.length < DIRECT_BYTES:
             body = b"".join([piece async for piece in worker.body(reply.length)])
             if reply.status != 200:
                 raise HTTPError(reply.status, body.decode("utf-8", "replace"))
             return Response(200, body, "application/octet-stream", _signature_headers(meta)), False
-        stream = _Stream(worker, reply.length, session.lock, lambda: self.forget_if_empty(session))
-        return Response(200, b"", "application/octet-stream", _signature_headers(meta), stream=stream,
+
+        async def send(fd: int | None) -> int:
+            try:
+                return await worker.send_answer(fd)
+            except WorkerGone as e:
+                log.warning("session %s lost while answering: %s", session.sid[:8], e)
+                if session.worker is worker:
+                    session.worker = None
+                    self._end(session)
+                return 0
+            finally:
+                session.lock.release()
+                self.forget_if_empty(session)
+        return Response(200, b"", "application/octet-stream", _signature_headers(meta), sender=send,
                         length=reply.length), True
 
     def forget_if_empty(self, session: _Session) -> None:
@@ -406,35 +418,6 @@ class CloudServer:
             log.info("session %s timed out; freeing %d bytes", s.sid[:8], s.held_bytes)
             self._end(s)
         return [s.sid for s in expired]
-
-
-class _Stream:
-    """A large answer's body, taken from the worker piece by piece as the client takes it (``Response.stream``).
-    Closing it early reads and drops the rest, so the worker's next answer starts where it should; it then lets the
-    session's next batch run."""
-
-    def __init__(self, worker: Worker, length: int, lock: asyncio.Lock, done: Callable[[], None]) -> None:
-        self._pieces = worker.body(length)
-        self._lock: asyncio.Lock | None = lock
-        self._done = done
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self
-
-    async def __anext__(self) -> bytes:
-        return await self._pieces.__anext__()
-
-    async def aclose(self) -> None:
-        try:
-            async for _ in self._pieces:
-                pass
-        except WorkerGone:
-            pass
-        finally:
-            if self._lock is not None:
-                self._lock.release()
-                self._lock = None
-                self._done()
 
 
 def _quiet(task: asyncio.Task[Worker]) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Protocol
@@ -52,16 +52,17 @@ class Response:
     """A response to send: ``status``, ``body`` and extra ``headers`` (name, value). ``sent`` is called once the body
     has left the process (or the connection is gone): until then the transport may still read ``body``.
 
-    A streamed response has ``stream`` (its body's pieces, ``length`` bytes in all) instead of ``body``: each piece
-    is written once the client has taken the one before, so an answer costs the server one piece of memory. A stream
-    that fails or falls short drops the connection (the client sees the answer cut)."""
+    A response whose body another process writes has ``sender`` and ``length`` instead of ``body``: once the head
+    has left, ``sender(fd)`` is awaited with the connection's socket descriptor (``None`` when the connection is gone)
+    and returns how many of the ``length`` bytes it wrote to it; the server copies none of them. Fewer drops the
+    connection (the client sees the answer cut)."""
 
     status: int
     body: Bytes = b""
     content_type: str = "text/plain; charset=utf-8"
     headers: tuple[tuple[str, str], ...] = ()
     sent: Callable[[], None] | None = None
-    stream: AsyncIterator[Bytes] | None = None
+    sender: Callable[[int | None], Awaitable[int]] | None = None
     length: int = 0
 
 
@@ -120,7 +121,7 @@ class HttpConnection(asyncio.Protocol):
         self._head_request = False  # the request being answered is a HEAD (its answer carries no body)
         self._unsent: list[Callable[[], None]] = []  # ``sent`` callbacks of answers not yet written out
         self._chunked = False  # the request's body has no declared length
-        self._drained: asyncio.Future[None] | None = None  # a streamed answer waits on it while writing is paused
+        self._drained: asyncio.Future[None] | None = None  # an answer's sender waits on it while the head is unsent
         self.last_active = 0.0  # loop time of the last bytes received (the oldest idle connections are shed first)
 
     # asyncio.Protocol
@@ -288,8 +289,8 @@ class HttpConnection(asyncio.Protocol):
         self._task = None
         if self.transport is not None and not self.transport.is_closing():
             self._respond(response)
-        elif response.stream is not None:
-            await _close_stream(response.stream)
+        elif response.sender is not None:
+            await response.sender(None)
 
     # answering
     def _respond(self, response: Response, close: bool = False) -> None:
@@ -298,7 +299,7 @@ class HttpConnection(asyncio.Protocol):
             return
         if response.sent is not None:
             self._unsent.append(response.sent)
-        length = response.length if response.stream is not None else memoryview(response.body).nbytes
+        length = response.length if response.sender is not None else memoryview(response.body).nbytes
         headers = [("content-length", str(length)), ("content-type", response.content_type), *response.headers]
         if close:
             headers.append(("connection", "close"))
@@ -306,11 +307,12 @@ class HttpConnection(asyncio.Protocol):
             reason = HTTPStatus(response.status).phrase.encode()
             pieces: list[Bytes] = [self.h11.send(h11.Response(status_code=response.status, headers=headers,
                                                                reason=reason))]
-            if response.stream is not None and not self._head_request:
+            if response.sender is not None:
                 transport.write(b"".join(pieces))  # type: ignore[arg-type]
                 self._phase = _BUSY
                 transport.pause_reading()
-                self._task = asyncio.get_running_loop().create_task(self._stream(response.stream, transport))
+                self._task = asyncio.get_running_loop().create_task(
+                    self._send_by(response.sender, response.length, transport))
                 return
             if memoryview(response.body).nbytes and not self._head_request:
                 data = h11.Data(data=response.body)  # type: ignore[arg-type]  # h11 passes any bytes-like through
@@ -323,28 +325,29 @@ class HttpConnection(asyncio.Protocol):
             return
         self._next_cycle(transport)
 
-    async def _stream(self, stream: AsyncIterator[Bytes], transport: asyncio.Transport) -> None:
-        """Write a streamed body piece by piece, each once the client has taken the last; then the next request."""
+    async def _send_by(self, sender: Callable[[int | None], Awaitable[int]], length: int,
+                       transport: asyncio.Transport) -> None:
+        """Once the head has left, let ``sender`` write the ``length`` bytes of body to the socket; then the next
+        request."""
         try:
-            async for piece in stream:
-                if transport.is_closing():
-                    break
-                data = h11.Data(data=piece)  # type: ignore[arg-type]
-                for out in self.h11.send_with_data_passthrough(data) or ():
-                    transport.write(out)  # type: ignore[arg-type]
-                if self._write_paused:  # a client that does not take its answer is dropped after the send deadline
-                    self._arm(self.limits.body_timeout_s, _SEND)
-                    self._drained = asyncio.get_running_loop().create_future()
-                    await self._drained
-                    self._cancel_timer()
-            transport.write(self.h11.send(h11.EndOfMessage()))  # type: ignore[arg-type]
-        except Exception as e:  # the producer failed, or fell short of the declared length: cut the answer
-            log.warning("streamed answer cut: %s: %s", type(e).__name__, e)
+            if self._write_paused:  # a client that does not take the head is dropped after the send deadline
+                self._arm(self.limits.body_timeout_s, _SEND)
+                self._drained = asyncio.get_running_loop().create_future()
+                await self._drained
+                self._cancel_timer()
+            sock = transport.get_extra_info("socket")
+            gone = transport.is_closing() or sock is None or self._head_request
+            sent = await sender(None if gone else sock.fileno())
+            if sent != length:
+                raise ConnectionError(f"{sent} of {length} bytes written")
+            # h11 counts the body it did not carry: it needs the length, never the bytes
+            self.h11.send_with_data_passthrough(h11.Data(data=_Written(sent)))  # type: ignore[arg-type]
+            self.h11.send(h11.EndOfMessage())
+        except Exception as e:
+            log.info("answer cut: %s: %s", type(e).__name__, e)
             self._task = None
             transport.abort()
             return
-        finally:
-            await _close_stream(stream)
         self._task = None
         if not transport.is_closing():
             self._next_cycle(transport)
@@ -439,11 +442,14 @@ class HttpConnection(asyncio.Protocol):
             self.transport.close()
 
 
-async def _close_stream(stream: AsyncIterator[Bytes]) -> None:
-    """Tell a stream's producer that no more pieces are taken (``aclose``, where it has one)."""
-    closer = getattr(stream, "aclose", None)
-    if closer is not None:
-        await closer()
+class _Written:
+    """Stands for ``n`` body bytes that another process wrote to the socket (h11 only takes their ``len``)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
 
 
 def _error_response(e: Exception) -> Response:

@@ -12,8 +12,13 @@ Messages between server and worker (both this package's own code; the data was c
 * server -> worker: ``<Q`` length, then the body's blobs framed as on the wire (digest, ``<Q`` length, bytes), the
   request list last. The socket closing ends the session: the worker frees everything and exits.
 * worker -> server: ``<HIQ`` (HTTP status, bytes of a JSON meta record, bytes of the body), the meta record
-  (``{"signature": [buffers, vals] | null, "held": bytes, "empty": bool}``), then the body -- an error's text, or the
-  answer, a large ``CopyOut`` read from the device and written in pieces of ``CHUNK_BYTES`` as it goes.
+  (``{"signature": [buffers, vals] | null, "held": bytes, "empty": bool}``), then the body -- an error's text, or a
+  small answer.
+* A large answer (``DIRECT_BYTES`` or more of a ``CopyOut`` the batch leaves to be read as it is sent) does not pass
+  through the server: once the server has written the HTTP head, it sends one byte with the client connection's
+  descriptor attached (``SCM_RIGHTS``; no descriptor: the client is gone), the worker writes the body to it straight
+  from the device's memory (or in pieces of ``CHUNK_BYTES``), and answers ``<Q`` bytes written. The server process
+  so never copies it.
 """
 
 from __future__ import annotations
@@ -42,16 +47,20 @@ from runtime_backends.cloud.wire.protocol import ProtocolError, Request
 from runtime_core.config import environ_snapshot, replace_environ
 from runtime_core.device import Compiled, Device
 
-__all__ = ["Worker", "WorkerGone", "WorkerReply", "Zygote", "CHUNK_BYTES", "serve_session", "describe_exit"]
+__all__ = ["Worker", "WorkerGone", "WorkerReply", "Zygote", "CHUNK_BYTES", "DIRECT_BYTES", "serve_session",
+           "describe_exit"]
 
 log = logging.getLogger(__name__)
 CHUNK_BYTES = 64 << 20
-"""Largest piece of a streamed answer: what an answer costs the worker and the server beyond the buffer itself."""
+"""Largest piece of a large answer read from a device without host views: what an answer costs beyond the buffer."""
+DIRECT_BYTES = 1 << 20
+"""Answers from this size up are written by the worker straight to the client's connection."""
 _LENGTH = struct.Struct("<Q")
 _REPLY = struct.Struct("<HIQ")
 _DECODED_ENTRIES = 256
 _STREAM_LIMIT = 4 << 20  # bytes the server's reader of a worker buffers before pausing it
 _JOIN_BELOW = 64 << 10  # batches smaller than this go to the worker in one send
+_SEND_PIECE = 4 << 20  # an answer written to a client goes in pieces of this size, each within the send deadline
 
 
 # the worker process
@@ -115,13 +124,37 @@ def _run(sock: socket.socket, dev: Compiled, session: Session, limits: Limits,
     body = result.body
     if isinstance(body, BufferRead):
         try:
-            _reply(sock, 200, session, result.signature, b"", body.nbytes)
-            for piece in read_chunks(body, CHUNK_BYTES):
-                sock.sendall(piece)
+            if body.nbytes < DIRECT_BYTES:
+                _reply(sock, 200, session, result.signature, b"".join(read_chunks(body, CHUNK_BYTES)))
+            else:
+                _reply(sock, 200, session, result.signature, b"", body.nbytes)
+                _send_answer(sock, body, limits)
         finally:
             body.done()
     else:
         _reply(sock, 200, session, result.signature, body)
+
+
+def _send_answer(sock: socket.socket, read: BufferRead, limits: Limits) -> None:
+    """Write a large answer's body straight to the client's connection, whose descriptor the server passes once it
+    has written the answer's head (none: the connection is gone); then tell the server how many bytes went out. Each
+    piece must be taken by the client within ``limits.body_timeout_s``."""
+    go, fds, _, _ = socket.recv_fds(sock, 1, 1)
+    if not go:
+        raise EOFError("the server closed the worker's socket before the answer was sent")
+    sent = 0
+    if fds:
+        # a descriptor of the server's non-blocking socket: a timeout keeps it non-blocking (the server shares it)
+        with socket.socket(fileno=fds[0]) as conn:
+            conn.settimeout(limits.body_timeout_s)
+            try:
+                for chunk in read_chunks(read, CHUNK_BYTES):
+                    for at in range(0, chunk.nbytes, _SEND_PIECE):
+                        conn.sendall(chunk[at:at + _SEND_PIECE])
+                        sent += min(_SEND_PIECE, chunk.nbytes - at)
+            except OSError as e:  # the client is gone or stopped taking its answer: the server drops the connection
+                log.info("session worker %d: answer cut after %d of %d bytes: %s", os.getpid(), sent, read.nbytes, e)
+    sock.sendall(_LENGTH.pack(sent))
 
 
 def _split(message: memoryview) -> tuple[dict[str, Blob], str]:
@@ -356,6 +389,18 @@ class Worker:
                 raise WorkerGone(await self._death())
             left -= len(piece)
             yield piece
+
+    async def send_answer(self, fd: int | None) -> int:
+        """Have the worker write the last answer's body (``WorkerReply.length`` bytes) straight to the client's
+        connection ``fd`` (``None``: the connection is gone, nothing is written); returns the bytes it wrote (fewer:
+        the client left or stopped taking them). :class:`WorkerGone`."""
+        reader, _ = self._streams()
+        try:
+            socket.send_fds(self._out, [b"D" if fd is not None else b"X"], [fd] if fd is not None else [])
+            (sent,) = _LENGTH.unpack(await reader.readexactly(_LENGTH.size))
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            raise WorkerGone(await self._death()) from None
+        return int(sent)
 
     async def _head(self) -> WorkerReply:
         reader, _ = self._streams()
