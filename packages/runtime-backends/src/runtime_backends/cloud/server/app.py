@@ -37,8 +37,16 @@ from dataclasses import dataclass, field
 from runtime_backends.cloud.server.budget import BudgetExceeded, MemoryBudget
 from runtime_backends.cloud.server.limits import Limits
 from runtime_backends.cloud.server.transport import Bytes, HttpConnection, HTTPError, RequestHead, Response
-from runtime_backends.cloud.server.worker import DIRECT_BYTES, Worker, WorkerGone, WorkerReply, Zygote
-from runtime_backends.cloud.wire.framing import BodyDecoder, BufferPool, DecodedBody, FramingError
+from runtime_backends.cloud.server.worker import (
+    DIRECT_BYTES,
+    MAX_SHARED_BLOBS,
+    SHARED_BLOB,
+    Worker,
+    WorkerGone,
+    WorkerReply,
+    Zygote,
+)
+from runtime_backends.cloud.wire.framing import BodyDecoder, BufferPool, DecodedBody, FramingError, SharedBuffer
 from runtime_backends.cloud.wire.protocol import RENDERER_HEADER, SIGNATURE_HEADER
 from runtime_backends.cloud.wire.renderers import describe_renderer, reference_description
 from runtime_core.device import Device
@@ -357,7 +365,7 @@ class CloudServer:
                 session.worker = await self._worker()
             worker = session.worker
             try:
-                reply = await worker.run(_frames(body), self.limits.max_kernel_seconds)
+                reply = await worker.run(*_frames(body), self.limits.max_kernel_seconds)
                 response, streamed = await self._answer(session, worker, reply)
             except WorkerGone as e:
                 session.worker = None
@@ -470,13 +478,20 @@ class _BatchSink:
             self.server.forget_if_empty(self.session)
 
 
-def _frames(body: DecodedBody) -> list[Bytes]:
-    """The body's blobs framed for the worker, the request list last."""
+def _frames(body: DecodedBody) -> tuple[list[Bytes], list[int]]:
+    """The body's blobs framed for the worker, the request list last, and the descriptors of those passed by
+    descriptor (see ``worker``)."""
     pieces: list[Bytes] = []
+    fds: list[int] = []
     for datahash, data in [*((h, d) for h, d in body.blobs.items() if h != body.requests_hash),
                            (body.requests_hash, body.requests)]:
-        pieces += (bytes.fromhex(datahash) + _LENGTH.pack(memoryview(data).nbytes), data)
-    return pieces
+        view = memoryview(data)
+        if isinstance(view.obj, SharedBuffer) and len(fds) < MAX_SHARED_BLOBS:
+            pieces.append(bytes.fromhex(datahash) + _LENGTH.pack(view.nbytes | SHARED_BLOB))
+            fds.append(view.obj.memfd)
+        else:
+            pieces += (bytes.fromhex(datahash) + _LENGTH.pack(view.nbytes), data)
+    return pieces, fds
 
 
 def _signature_headers(meta: dict[str, object]) -> tuple[tuple[str, str], ...]:

@@ -98,6 +98,7 @@ class Handler(Protocol):
 _IDLE, _HEAD, _BODY, _BUSY = "idle", "head", "body", "busy"
 _SEND = "send"  # a deadline only: an answer still in the write buffer
 _JOIN_BELOW = 64 << 10
+_RAW_BODY_BYTES = 1 << 20  # bodies from this size up are received past h11
 
 
 class HttpConnection(asyncio.Protocol):
@@ -121,6 +122,7 @@ class HttpConnection(asyncio.Protocol):
         self._head_request = False  # the request being answered is a HEAD (its answer carries no body)
         self._unsent: list[Callable[[], None]] = []  # ``sent`` callbacks of answers not yet written out
         self._chunked = False  # the request's body has no declared length
+        self._raw_left = 0  # bytes of the body still to come past h11 (``_take_body_past_h11``)
         self._drained: asyncio.Future[None] | None = None  # an answer's sender waits on it while the head is unsent
         self.last_active = 0.0  # loop time of the last bytes received (the oldest idle connections are shed first)
 
@@ -137,6 +139,10 @@ class HttpConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_active = asyncio.get_running_loop().time()
+        if self._raw_left:
+            data = self._raw_body(data)
+            if not data:
+                return
         if self._phase == _IDLE:
             self._phase = _HEAD
             self._arm(self.limits.header_timeout_s, _HEAD)
@@ -239,8 +245,34 @@ class HttpConnection(asyncio.Protocol):
         self._sink = outcome
         if self.h11.they_are_waiting_for_100_continue and self.transport is not None:
             self.transport.write(self.h11.send(h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")))
+        if head.content_length is not None and head.content_length >= _RAW_BODY_BYTES:
+            self._take_body_past_h11(event, head.content_length)
 
-    def _on_data(self, data: bytes) -> None:
+    def _take_body_past_h11(self, event: h11.Request, length: int) -> None:
+        """Receive a large body without h11, which would copy every byte twice: h11 continues with a connection that
+        has read this request's head without its body, and the body goes straight to the sink as it arrives."""
+        buffered, closed = self.h11.trailing_data
+        bypass = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_header_bytes)
+        bypass.receive_data(_head_bytes(event))
+        if not (isinstance(bypass.next_event(), h11.Request) and isinstance(bypass.next_event(), h11.EndOfMessage)):
+            return  # cannot happen for a head h11 has just parsed; the body then goes through h11 as usual
+        self.h11, self._raw_left = bypass, length
+        if rest := self._raw_body(buffered):
+            self.h11.receive_data(rest)
+        if closed:
+            self.h11.receive_data(b"")
+
+    def _raw_body(self, data: bytes) -> bytes:
+        """Pass the next bytes of a body received past h11 to the sink; returns what follows the body."""
+        take = min(self._raw_left, len(data))
+        if take:
+            self._raw_left -= take
+            self._on_data(memoryview(data)[:take] if take < len(data) else data)
+            if not self._raw_left:
+                self._on_end()
+        return data[take:]
+
+    def _on_data(self, data: Bytes) -> None:
         if self._sink is None or self._error is not None:
             return
         try:
@@ -467,6 +499,13 @@ def _write(transport: asyncio.Transport, pieces: list[Bytes]) -> None:
         for p in pieces:
             if memoryview(p).nbytes:
                 transport.write(p)
+
+
+def _head_bytes(event: h11.Request) -> bytes:
+    """``event``'s request line and headers as received, less its body's length."""
+    lines = [b"%s %s HTTP/%s" % (event.method, event.target, event.http_version)]
+    lines += [name + b": " + value for name, value in event.headers if name != b"content-length"]
+    return b"\r\n".join(lines) + b"\r\n\r\n"
 
 
 def _head(event: h11.Request) -> RequestHead:

@@ -10,7 +10,9 @@ state of the server; the server keeps one started ahead.
 Messages between server and worker (both this package's own code; the data was checked by the server):
 
 * server -> worker: ``<Q`` length, then the body's blobs framed as on the wire (digest, ``<Q`` length, bytes), the
-  request list last. The socket closing ends the session: the worker frees everything and exits.
+  request list last. A large blob the server received into a ``SharedBuffer`` is not copied: its frame has the
+  ``SHARED_BLOB`` bit set in the length and no bytes, and its ``memfd`` travels with the ``<Q`` (``SCM_RIGHTS``, in
+  frame order); the worker maps it. The socket closing ends the session: the worker frees everything and exits.
 * worker -> server: ``<HIQ`` (HTTP status, bytes of a JSON meta record, bytes of the body), the meta record
   (``{"signature": [buffers, vals] | null, "held": bytes, "empty": bool}``), then the body -- an error's text, or a
   small answer.
@@ -27,6 +29,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import mmap
 import os
 import signal
 import socket
@@ -47,14 +50,18 @@ from runtime_backends.cloud.wire.protocol import ProtocolError, Request
 from runtime_core.config import environ_snapshot, replace_environ
 from runtime_core.device import Compiled, Device
 
-__all__ = ["Worker", "WorkerGone", "WorkerReply", "Zygote", "CHUNK_BYTES", "DIRECT_BYTES", "serve_session",
-           "describe_exit"]
+__all__ = ["Worker", "WorkerGone", "WorkerReply", "Zygote", "CHUNK_BYTES", "DIRECT_BYTES", "SHARED_BLOB",
+           "MAX_SHARED_BLOBS", "serve_session", "describe_exit"]
 
 log = logging.getLogger(__name__)
 CHUNK_BYTES = 64 << 20
 """Largest piece of a large answer read from a device without host views: what an answer costs beyond the buffer."""
 DIRECT_BYTES = 1 << 20
 """Answers from this size up are written by the worker straight to the client's connection."""
+SHARED_BLOB = 1 << 63
+"""Flag in a frame's length: the blob's bytes are in the next descriptor passed with the message."""
+MAX_SHARED_BLOBS = 64
+"""Blobs of one batch passed by descriptor at most (the rest are copied)."""
 _LENGTH = struct.Struct("<Q")
 _REPLY = struct.Struct("<HIQ")
 _DECODED_ENTRIES = 256
@@ -82,7 +89,7 @@ def serve_session(sock: socket.socket, device: str, limits: Limits, budget: Memo
     sock.sendall(_REPLY.pack(200, 0, 0))  # ready
     try:
         while (batch := _receive(sock)) is not None:
-            _run(sock, dev, session, limits, decoded, batch)
+            _run(sock, dev, session, limits, decoded, *batch)
     except (BrokenPipeError, ConnectionResetError, EOFError):  # the server ended the session mid-answer
         log.info("session worker %d: the server closed its socket", os.getpid())
     finally:
@@ -90,15 +97,21 @@ def serve_session(sock: socket.socket, device: str, limits: Limits, budget: Memo
         dev.finalize()
 
 
-def _receive(sock: socket.socket) -> memoryview | None:
-    head = _read_exactly(sock, _LENGTH.size)
-    if head is None:
+def _receive(sock: socket.socket) -> tuple[memoryview, list[int]] | None:
+    """The next batch message and the descriptors that came with it; ``None`` when the server closed the socket."""
+    head, fds, _, _ = socket.recv_fds(sock, _LENGTH.size, MAX_SHARED_BLOBS)
+    if not head:
         return None
-    (length,) = _LENGTH.unpack(head)
-    body = _read_exactly(sock, length)
-    if body is None:
-        raise EOFError("the server closed the worker's socket inside a batch")
-    return body
+    try:
+        rest = _read_exactly(sock, _LENGTH.size - len(head))
+        body = _read_exactly(sock, _LENGTH.unpack(head + bytes(rest))[0]) if rest is not None else None
+        if body is None:
+            raise EOFError("the server closed the worker's socket inside a batch")
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return body, fds
 
 
 def _read_exactly(sock: socket.socket, n: int) -> memoryview | None:
@@ -113,8 +126,8 @@ def _read_exactly(sock: socket.socket, n: int) -> memoryview | None:
 
 
 def _run(sock: socket.socket, dev: Compiled, session: Session, limits: Limits,
-         decoded: OrderedDict[str, list[Request]], message: memoryview) -> None:
-    blobs, last = _split(message)
+         decoded: OrderedDict[str, list[Request]], message: memoryview, fds: list[int]) -> None:
+    blobs, last = _split(message, fds)
     try:
         requests = _decode(decoded, last, blobs[last], limits)
         result = run_batch(dev, session, requests, blobs, limits)
@@ -157,15 +170,27 @@ def _send_answer(sock: socket.socket, read: BufferRead, limits: Limits) -> None:
     sock.sendall(_LENGTH.pack(sent))
 
 
-def _split(message: memoryview) -> tuple[dict[str, Blob], str]:
-    """The blobs of a message (already verified by the server) and the datahash of the last (the request list)."""
+def _split(message: memoryview, fds: list[int]) -> tuple[dict[str, Blob], str]:
+    """The blobs of a message (already verified by the server) and the datahash of the last (the request list);
+    those passed by descriptor are mapped (and the descriptors closed)."""
     blobs: dict[str, Blob] = {}
     at, last = 0, ""
-    while at < message.nbytes:
-        (n,) = _LENGTH.unpack_from(message, at + 32)
-        last = bytes(message[at:at + 32]).hex()
-        blobs[last] = message[at + HEADER_BYTES:at + HEADER_BYTES + n]
-        at += HEADER_BYTES + n
+    shared = iter(fds)
+    try:
+        while at < message.nbytes:
+            (n,) = _LENGTH.unpack_from(message, at + 32)
+            last = bytes(message[at:at + 32]).hex()
+            if n & SHARED_BLOB:
+                n &= ~SHARED_BLOB
+                blobs[last] = memoryview(mmap.mmap(next(shared), n, mmap.MAP_SHARED | mmap.MAP_POPULATE,
+                                                   mmap.PROT_READ))
+                at += HEADER_BYTES
+            else:
+                blobs[last] = message[at + HEADER_BYTES:at + HEADER_BYTES + n]
+                at += HEADER_BYTES + n
+    finally:
+        for fd in fds:
+            os.close(fd)
     return blobs, last
 
 
@@ -356,17 +381,19 @@ class Worker:
             raise WorkerGone(message, 503)
         return worker
 
-    async def run(self, pieces: list[Blob | bytes], deadline_s: float) -> WorkerReply:
-        """Send a batch (its framed blobs in ``pieces``) and wait for the answer's head, at most ``deadline_s``
-        seconds (then the worker is stopped); :class:`WorkerGone` when it died or was stopped."""
+    async def run(self, pieces: list[Blob | bytes], fds: list[int], deadline_s: float) -> WorkerReply:
+        """Send a batch (its framed blobs in ``pieces``, the descriptors of its shared blobs in ``fds``) and wait for
+        the answer's head, at most ``deadline_s`` seconds (then the worker is stopped); :class:`WorkerGone` when it
+        died or was stopped."""
         self._streams()
         loop = asyncio.get_running_loop()
         total = sum(memoryview(p).nbytes for p in pieces)
         try:
-            if total < _JOIN_BELOW:
+            if total < _JOIN_BELOW and not fds:
                 await loop.sock_sendall(self._out, b"".join([_LENGTH.pack(total), *pieces]))
             else:
-                await loop.sock_sendall(self._out, _LENGTH.pack(total))
+                # the worker has read its last message whole before answering: 8 bytes fit the empty socket buffer
+                socket.send_fds(self._out, [_LENGTH.pack(total)], fds)
                 for piece in pieces:
                     await loop.sock_sendall(self._out, piece)
             return await asyncio.wait_for(self._head(), deadline_s)
