@@ -45,6 +45,8 @@ class RequestHead:
     path: str
     headers: dict[str, str]
     content_length: int | None
+    closes: bool = False
+    """The connection closes after the answer (an HTTP/1.0 request, or ``Connection: close``)."""
 
 
 @dataclass(frozen=True)
@@ -52,18 +54,17 @@ class Response:
     """A response to send: ``status``, ``body`` and extra ``headers`` (name, value). ``sent`` is called once the body
     has left the process (or the connection is gone): until then the transport may still read ``body``.
 
-    A response whose body another process writes has ``sender`` and ``length`` instead of ``body``: once the head
-    has left, ``sender(fd)`` is awaited with the connection's socket descriptor (``None`` when the connection is gone)
-    and returns how many of the ``length`` bytes it wrote to it; the server copies none of them. Fewer drops the
-    connection (the client sees the answer cut)."""
+    A ``written`` response was written whole to the connection by someone else (another process, given the socket
+    by :meth:`BodySink.complete`): the transport only records that an answer of ``status`` with ``length`` bytes of
+    body went out."""
 
     status: int
     body: Bytes = b""
     content_type: str = "text/plain; charset=utf-8"
     headers: tuple[tuple[str, str], ...] = ()
     sent: Callable[[], None] | None = None
-    sender: Callable[[int | None], Awaitable[int]] | None = None
     length: int = 0
+    written: bool = False
 
 
 class HTTPError(Exception):
@@ -77,14 +78,23 @@ class HTTPError(Exception):
         return Response(self.status, self.message.encode(), headers=self.headers)
 
 
+class AnswerCut(Exception):
+    """An answer written by someone else (``Response.written``) did not reach the client whole: the connection is
+    dropped."""
+
+
 class BodySink(Protocol):
     """Receives one request's body: ``feed`` per piece (may raise :class:`HTTPError`: the rest of the body is then
     read and dropped, and that error answered), ``complete`` once it has all arrived -- the response, or an awaitable
-    of it when producing it takes a while -- and ``abort`` if the body never arrives whole."""
+    of it when producing it takes a while -- and ``abort`` if the body never arrives whole.
+
+    ``complete(answer_to)`` gets the connection's socket descriptor (``None`` when the connection is gone), with
+    nothing of an earlier answer left to send on it: a sink may have the answer written there directly (and say so
+    with ``Response.written``), or raise :class:`AnswerCut` when that failed part-way."""
 
     def feed(self, chunk: Bytes) -> None: ...
 
-    def complete(self) -> Response | Awaitable[Response]: ...
+    def complete(self, answer_to: int | None) -> Response | Awaitable[Response]: ...
 
     def abort(self) -> None: ...
 
@@ -123,7 +133,7 @@ class HttpConnection(asyncio.Protocol):
         self._unsent: list[Callable[[], None]] = []  # ``sent`` callbacks of answers not yet written out
         self._chunked = False  # the request's body has no declared length
         self._raw_left = 0  # bytes of the body still to come past h11 (``_take_body_past_h11``)
-        self._drained: asyncio.Future[None] | None = None  # an answer's sender waits on it while the head is unsent
+        self._drained: asyncio.Future[None] | None = None  # an answer waits on it while an earlier one is unsent
         self.last_active = 0.0  # loop time of the last bytes received (the oldest idle connections are shed first)
 
     # asyncio.Protocol
@@ -300,29 +310,34 @@ class HttpConnection(asyncio.Protocol):
             self._respond(answer or Response(500, b"internal server error: no response"))
 
     def _finish(self, sink: BodySink) -> None:
-        try:
-            outcome = sink.complete()
-        except Exception as e:
-            self._respond(_error_response(e))
-            return
-        if isinstance(outcome, Response):
-            self._respond(outcome)
-            return
         self._phase = _BUSY
         if self.transport is not None:
             self.transport.pause_reading()
-        self._task = asyncio.get_running_loop().create_task(self._await(outcome))
+        self._task = asyncio.get_running_loop().create_task(self._complete(sink))
 
-    async def _await(self, outcome: Awaitable[Response]) -> None:
+    async def _complete(self, sink: BodySink) -> None:
+        """Have ``sink`` produce the answer once nothing is left to send on the connection (it may write there)."""
+        transport = self.transport
+        if self._write_paused:  # a 100 Continue the client has not taken: the answer goes after it
+            self._arm(self.limits.body_timeout_s, _SEND)
+            self._drained = asyncio.get_running_loop().create_future()
+            await self._drained
+            self._cancel_timer()
+        sock = transport.get_extra_info("socket") if transport is not None and not transport.is_closing() else None
         try:
-            response = await outcome
+            outcome = sink.complete(sock.fileno() if sock is not None else None)
+            response = outcome if isinstance(outcome, Response) else await outcome
+        except AnswerCut as e:
+            log.info("answer cut: %s", e)
+            self._task = None
+            if transport is not None:
+                transport.abort()
+            return
         except Exception as e:
             response = _error_response(e)
         self._task = None
         if self.transport is not None and not self.transport.is_closing():
             self._respond(response)
-        elif response.sender is not None:
-            await response.sender(None)
 
     # answering
     def _respond(self, response: Response, close: bool = False) -> None:
@@ -331,7 +346,10 @@ class HttpConnection(asyncio.Protocol):
             return
         if response.sent is not None:
             self._unsent.append(response.sent)
-        length = response.length if response.sender is not None else memoryview(response.body).nbytes
+        if response.written:
+            self._record(response, transport)
+            return
+        length = memoryview(response.body).nbytes
         headers = [("content-length", str(length)), ("content-type", response.content_type), *response.headers]
         if close:
             headers.append(("connection", "close"))
@@ -339,13 +357,6 @@ class HttpConnection(asyncio.Protocol):
             reason = HTTPStatus(response.status).phrase.encode()
             pieces: list[Bytes] = [self.h11.send(h11.Response(status_code=response.status, headers=headers,
                                                                reason=reason))]
-            if response.sender is not None:
-                transport.write(b"".join(pieces))  # type: ignore[arg-type]
-                self._phase = _BUSY
-                transport.pause_reading()
-                self._task = asyncio.get_running_loop().create_task(
-                    self._send_by(response.sender, response.length, transport))
-                return
             if memoryview(response.body).nbytes and not self._head_request:
                 data = h11.Data(data=response.body)  # type: ignore[arg-type]  # h11 passes any bytes-like through
                 pieces += self.h11.send_with_data_passthrough(data) or ()
@@ -357,32 +368,18 @@ class HttpConnection(asyncio.Protocol):
             return
         self._next_cycle(transport)
 
-    async def _send_by(self, sender: Callable[[int | None], Awaitable[int]], length: int,
-                       transport: asyncio.Transport) -> None:
-        """Once the head has left, let ``sender`` write the ``length`` bytes of body to the socket; then the next
-        request."""
+    def _record(self, response: Response, transport: asyncio.Transport) -> None:
+        """An answer someone else wrote went out: h11 is told (it checks the framing; nothing is copied)."""
         try:
-            if self._write_paused:  # a client that does not take the head is dropped after the send deadline
-                self._arm(self.limits.body_timeout_s, _SEND)
-                self._drained = asyncio.get_running_loop().create_future()
-                await self._drained
-                self._cancel_timer()
-            sock = transport.get_extra_info("socket")
-            gone = transport.is_closing() or sock is None or self._head_request
-            sent = await sender(None if gone else sock.fileno())
-            if sent != length:
-                raise ConnectionError(f"{sent} of {length} bytes written")
-            # h11 counts the body it did not carry: it needs the length, never the bytes
-            self.h11.send_with_data_passthrough(h11.Data(data=_Written(sent)))  # type: ignore[arg-type]
+            self.h11.send(h11.Response(status_code=response.status, headers=[("content-length", str(response.length))]))
+            if response.length:
+                self.h11.send_with_data_passthrough(h11.Data(data=_Written(response.length)))  # type: ignore[arg-type]
             self.h11.send(h11.EndOfMessage())
-        except Exception as e:
-            log.info("answer cut: %s: %s", type(e).__name__, e)
-            self._task = None
-            transport.abort()
+        except h11.LocalProtocolError as e:
+            log.debug("closing connection after the response: %s", e)
+            self._close_after_sending(transport)
             return
-        self._task = None
-        if not transport.is_closing():
-            self._next_cycle(transport)
+        self._next_cycle(transport)
 
     def _wake_writer(self) -> None:
         if self._drained is not None and not self._drained.done():
@@ -520,4 +517,5 @@ def _head(event: h11.Request) -> RequestHead:
     else:
         length = int(headers.get("content-length", "0") or 0)  # h11 has checked it is a non-negative int
     path = event.target.decode("latin-1").partition("?")[0]
-    return RequestHead(event.method.decode("latin-1"), path, headers, length)
+    closes = event.http_version < b"1.1" or "close" in headers.get("connection", "").lower()
+    return RequestHead(event.method.decode("latin-1"), path, headers, length, closes)

@@ -9,18 +9,18 @@ state of the server; the server keeps one started ahead.
 
 Messages between server and worker (both this package's own code; the data was checked by the server):
 
-* server -> worker: ``<Q`` length, then the body's blobs framed as on the wire (digest, ``<Q`` length, bytes), the
-  request list last. A large blob the server received into a ``SharedBuffer`` is not copied: its frame has the
-  ``SHARED_BLOB`` bit set in the length and no bytes, and its ``memfd`` travels with the ``<Q`` (``SCM_RIGHTS``, in
-  frame order); the worker maps it. The socket closing ends the session: the worker frees everything and exits.
-* worker -> server: ``<HIQ`` (HTTP status, bytes of a JSON meta record, bytes of the body), the meta record
-  (``{"signature": [buffers, vals] | null, "held": bytes, "empty": bool}``), then the body -- an error's text, or a
-  small answer.
-* A large answer (``DIRECT_BYTES`` or more of a ``CopyOut`` the batch leaves to be read as it is sent) does not pass
-  through the server: once the server has written the HTTP head, it sends one byte with the client connection's
-  descriptor attached (``SCM_RIGHTS``; no descriptor: the client is gone), the worker writes the body to it straight
-  from the device's memory (or in pieces of ``CHUNK_BYTES``), and answers ``<Q`` bytes written. The server process
-  so never copies it.
+* server -> worker: ``<QB`` (bytes of the batch, flags), then the body's blobs framed as on the wire (digest, ``<Q``
+  length, bytes), the request list last. The client connection's socket travels with the ``<QB`` (``SCM_RIGHTS``;
+  flag 1; flag 2: the answer closes the connection), and so does the ``memfd`` of every large blob the server
+  received into a ``SharedBuffer``, in frame order: such a frame has the ``SHARED_BLOB`` bit set in its length and no
+  bytes, and the worker maps the blob instead of receiving a copy. The socket closing ends the session: the worker
+  frees everything and exits.
+* worker -> server: once the batch has run, ``<HIQ`` (HTTP status, bytes of a JSON meta record, bytes of the
+  answer's body) and the meta record (``{"signature": [buffers, vals] | null, "held": bytes, "empty": bool}``); the
+  worker then writes the HTTP answer itself to the client's connection -- an error's text, the waited launch's
+  seconds, or the last ``CopyOut`` straight from the device's memory (in pieces of ``CHUNK_BYTES`` where the device
+  lends no host view) -- and sends ``<?``: whether all of it went out. Neither the answer nor a large blob passes
+  through the server process: an answer reaches the client without a hop through it.
 """
 
 from __future__ import annotations
@@ -37,37 +37,39 @@ import struct
 import subprocess
 import sys
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 from runtime_backends.cloud.server.batch import BatchError, BufferRead, Session, read_chunks, release, run_batch
 from runtime_backends.cloud.server.budget import MemoryBudget
 from runtime_backends.cloud.server.limits import Limits
-from runtime_backends.cloud.wire.framing import HEADER_BYTES, Blob
+from runtime_backends.cloud.wire.framing import HEADER_BYTES, Blob, Bytes
 from runtime_backends.cloud.wire.literal import decode_requests
-from runtime_backends.cloud.wire.protocol import ProtocolError, Request
+from runtime_backends.cloud.wire.protocol import SIGNATURE_HEADER, ProtocolError, Request
 from runtime_core.config import environ_snapshot, replace_environ
 from runtime_core.device import Compiled, Device
 
-__all__ = ["Worker", "WorkerGone", "WorkerReply", "Zygote", "CHUNK_BYTES", "DIRECT_BYTES", "SHARED_BLOB",
+__all__ = ["Worker", "WorkerGone", "WorkerReply", "Zygote", "CHUNK_BYTES", "SHARED_BLOB",
            "MAX_SHARED_BLOBS", "serve_session", "describe_exit"]
 
 log = logging.getLogger(__name__)
 CHUNK_BYTES = 64 << 20
 """Largest piece of a large answer read from a device without host views: what an answer costs beyond the buffer."""
-DIRECT_BYTES = 1 << 20
-"""Answers from this size up are written by the worker straight to the client's connection."""
 SHARED_BLOB = 1 << 63
 """Flag in a frame's length: the blob's bytes are in the next descriptor passed with the message."""
 MAX_SHARED_BLOBS = 64
 """Blobs of one batch passed by descriptor at most (the rest are copied)."""
 _LENGTH = struct.Struct("<Q")
+_MESSAGE = struct.Struct("<QB")  # a batch's bytes, flags
+_CLIENT, _CLOSE = 1, 2  # flags: the first descriptor is the client's connection; the answer closes it
 _REPLY = struct.Struct("<HIQ")
+_WRITTEN = struct.Struct("<?")
 _DECODED_ENTRIES = 256
 _STREAM_LIMIT = 4 << 20  # bytes the server's reader of a worker buffers before pausing it
 _JOIN_BELOW = 64 << 10  # batches smaller than this go to the worker in one send
-_SEND_PIECE = 4 << 20  # an answer written to a client goes in pieces of this size, each within the send deadline
+_SEND_PIECE = 4 << 20  # a large answer goes to the client in pieces of this size, each within the send deadline
 
 
 # the worker process
@@ -97,21 +99,23 @@ def serve_session(sock: socket.socket, device: str, limits: Limits, budget: Memo
         dev.finalize()
 
 
-def _receive(sock: socket.socket) -> tuple[memoryview, list[int]] | None:
-    """The next batch message and the descriptors that came with it; ``None`` when the server closed the socket."""
-    head, fds, _, _ = socket.recv_fds(sock, _LENGTH.size, MAX_SHARED_BLOBS)
+def _receive(sock: socket.socket) -> tuple[memoryview, list[int], int] | None:
+    """The next batch message, the descriptors that came with it and its flags; ``None`` when the server closed the
+    socket."""
+    head, fds, _, _ = socket.recv_fds(sock, _MESSAGE.size, MAX_SHARED_BLOBS + 1)
     if not head:
         return None
     try:
-        rest = _read_exactly(sock, _LENGTH.size - len(head))
-        body = _read_exactly(sock, _LENGTH.unpack(head + bytes(rest))[0]) if rest is not None else None
+        rest = _read_exactly(sock, _MESSAGE.size - len(head))
+        length, flags = _MESSAGE.unpack(head + bytes(rest)) if rest is not None else (0, 0)
+        body = _read_exactly(sock, length) if rest is not None else None
         if body is None:
             raise EOFError("the server closed the worker's socket inside a batch")
     except BaseException:
         for fd in fds:
             os.close(fd)
         raise
-    return body, fds
+    return body, fds, flags
 
 
 def _read_exactly(sock: socket.socket, n: int) -> memoryview | None:
@@ -126,48 +130,87 @@ def _read_exactly(sock: socket.socket, n: int) -> memoryview | None:
 
 
 def _run(sock: socket.socket, dev: Compiled, session: Session, limits: Limits,
-         decoded: OrderedDict[str, list[Request]], message: memoryview, fds: list[int]) -> None:
-    blobs, last = _split(message, fds)
+         decoded: OrderedDict[str, list[Request]], message: memoryview, fds: list[int], flags: int) -> None:
+    client = socket.socket(fileno=fds.pop(0)) if flags & _CLIENT else None
     try:
-        requests = _decode(decoded, last, blobs[last], limits)
-        result = run_batch(dev, session, requests, blobs, limits)
-    except BatchError as e:
-        _reply(sock, e.status, session, None, e.message.encode())
-        return
-    body = result.body
-    if isinstance(body, BufferRead):
+        blobs, last = _split(message, fds)
         try:
-            if body.nbytes < DIRECT_BYTES:
-                _reply(sock, 200, session, result.signature, b"".join(read_chunks(body, CHUNK_BYTES)))
-            else:
-                _reply(sock, 200, session, result.signature, b"", body.nbytes)
-                _send_answer(sock, body, limits)
-        finally:
-            body.done()
-    else:
-        _reply(sock, 200, session, result.signature, body)
-
-
-def _send_answer(sock: socket.socket, read: BufferRead, limits: Limits) -> None:
-    """Write a large answer's body straight to the client's connection, whose descriptor the server passes once it
-    has written the answer's head (none: the connection is gone); then tell the server how many bytes went out. Each
-    piece must be taken by the client within ``limits.body_timeout_s``."""
-    go, fds, _, _ = socket.recv_fds(sock, 1, 1)
-    if not go:
-        raise EOFError("the server closed the worker's socket before the answer was sent")
-    sent = 0
-    if fds:
-        # a descriptor of the server's non-blocking socket: a timeout keeps it non-blocking (the server shares it)
-        with socket.socket(fileno=fds[0]) as conn:
-            conn.settimeout(limits.body_timeout_s)
+            requests = _decode(decoded, last, blobs[last], limits)
+            result = run_batch(dev, session, requests, blobs, limits)
+        except BatchError as e:
+            text = e.message.encode()
+            _answer(sock, client, _Answer(e.status, None, [text], len(text), bool(flags & _CLOSE)), session, limits)
+            return
+        body = result.body
+        if isinstance(body, BufferRead):
             try:
-                for chunk in read_chunks(read, CHUNK_BYTES):
-                    for at in range(0, chunk.nbytes, _SEND_PIECE):
-                        conn.sendall(chunk[at:at + _SEND_PIECE])
-                        sent += min(_SEND_PIECE, chunk.nbytes - at)
-            except OSError as e:  # the client is gone or stopped taking its answer: the server drops the connection
-                log.info("session worker %d: answer cut after %d of %d bytes: %s", os.getpid(), sent, read.nbytes, e)
-    sock.sendall(_LENGTH.pack(sent))
+                answer = _Answer(200, result.signature, read_chunks(body, CHUNK_BYTES), body.nbytes,
+                                 bool(flags & _CLOSE))
+                _answer(sock, client, answer, session, limits)
+            finally:
+                body.done()
+        else:
+            answer = _Answer(200, result.signature, [body], memoryview(body).nbytes, bool(flags & _CLOSE))
+            _answer(sock, client, answer, session, limits)
+    finally:
+        if client is not None:
+            client.close()  # this process's descriptor only: the connection stays the server's
+
+
+@dataclass
+class _Answer:
+    """An HTTP answer to write: ``status``, the loaded program's ``signature`` header, ``length`` bytes of body in
+    ``pieces``, and whether the connection closes after it."""
+
+    status: int
+    signature: tuple[int, int] | None
+    pieces: Iterable[Bytes]
+    length: int
+    close: bool
+
+    def head(self) -> bytes:
+        """The status line and headers (RFC 9112 section 4), as the server's transport writes its own answers."""
+        content_type = "application/octet-stream" if self.status == 200 else "text/plain; charset=utf-8"
+        lines = [f"HTTP/1.1 {self.status} {HTTPStatus(self.status).phrase}", f"content-length: {self.length}",
+                 f"content-type: {content_type}"]
+        if self.signature is not None:
+            lines.append(f"{SIGNATURE_HEADER}: buffers={self.signature[0]}, vals={self.signature[1]}")
+        if self.close:
+            lines.append("connection: close")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def _answer(sock: socket.socket, client: socket.socket | None, answer: _Answer, session: Session,
+            limits: Limits) -> None:
+    """Tell the server the batch has run (its deadline ends here, not when the client has taken the answer), write
+    the answer to the client's connection, then tell the server whether all of it went out."""
+    meta = json.dumps({"signature": answer.signature, "held": session.held_bytes, "empty": session.empty}).encode()
+    sock.sendall(_REPLY.pack(answer.status, len(meta), answer.length) + meta)
+    written = client is not None and _write(client, answer, limits)
+    sock.sendall(_WRITTEN.pack(written))
+
+
+def _write(client: socket.socket, answer: _Answer, limits: Limits) -> bool:
+    """Write ``answer`` to ``client`` straight from its pieces (a small one in one send); each send must be taken
+    within ``limits.body_timeout_s``. ``False`` when the client left or stopped taking it."""
+    # a descriptor of the server's non-blocking socket: a timeout keeps it non-blocking (the server shares it)
+    client.settimeout(limits.body_timeout_s)
+    pending = answer.head()
+    try:
+        for piece in answer.pieces:
+            view = memoryview(piece).cast("B")
+            if len(pending) + view.nbytes < _JOIN_BELOW:
+                pending += view
+                continue
+            client.sendall(pending)
+            pending = b""
+            for at in range(0, view.nbytes, _SEND_PIECE):
+                client.sendall(view[at:at + _SEND_PIECE])
+        client.sendall(pending)
+    except OSError as e:
+        log.info("session worker %d: answer of %d bytes cut: %s", os.getpid(), answer.length, e)
+        return False
+    return True
 
 
 def _split(message: memoryview, fds: list[int]) -> tuple[dict[str, Blob], str]:
@@ -208,18 +251,6 @@ def _decode(cache: OrderedDict[str, list[Request]], key: str, text: Blob, limits
     if len(cache) > _DECODED_ENTRIES:
         cache.popitem(last=False)
     return requests
-
-
-def _reply(sock: socket.socket, status: int, session: Session, signature: tuple[int, int] | None,
-           body: bytes | Blob, length: int | None = None) -> None:
-    meta = json.dumps({"signature": signature, "held": session.held_bytes, "empty": session.empty}).encode()
-    n = memoryview(body).nbytes if length is None else length
-    head = _REPLY.pack(status, len(meta), n) + meta
-    if memoryview(body).nbytes < 1 << 16:
-        sock.sendall(head + bytes(body))
-    else:
-        sock.sendall(head)
-        sock.sendall(body)
 
 
 # the server's side
@@ -381,19 +412,25 @@ class Worker:
             raise WorkerGone(message, 503)
         return worker
 
-    async def run(self, pieces: list[Blob | bytes], fds: list[int], deadline_s: float) -> WorkerReply:
-        """Send a batch (its framed blobs in ``pieces``, the descriptors of its shared blobs in ``fds``) and wait for
-        the answer's head, at most ``deadline_s`` seconds (then the worker is stopped); :class:`WorkerGone` when it
-        died or was stopped."""
+    async def run(self, pieces: list[Blob | bytes], fds: list[int], answer_to: int | None, close: bool,
+                  deadline_s: float) -> WorkerReply:
+        """Send a batch (its framed blobs in ``pieces``, the descriptors of its shared blobs in ``fds``) whose answer
+        the worker writes to the client's connection ``answer_to`` (``None``: the client is gone; ``close``: the
+        answer says the connection closes), and wait until it has run, at most ``deadline_s`` seconds (then the
+        worker is stopped); then :meth:`written` says whether the answer reached the client. :class:`WorkerGone`
+        when the worker died or was stopped."""
         self._streams()
         loop = asyncio.get_running_loop()
         total = sum(memoryview(p).nbytes for p in pieces)
+        flags = (_CLIENT if answer_to is not None else 0) | (_CLOSE if close else 0)
+        head = _MESSAGE.pack(total, flags)
+        data = b"".join([head, *pieces]) if total < _JOIN_BELOW else head
+        fds = [answer_to, *fds] if answer_to is not None else fds
         try:
-            if total < _JOIN_BELOW and not fds:
-                await loop.sock_sendall(self._out, b"".join([_LENGTH.pack(total), *pieces]))
-            else:
-                # the worker has read its last message whole before answering: 8 bytes fit the empty socket buffer
-                socket.send_fds(self._out, [_LENGTH.pack(total)], fds)
+            # the worker has read its last message whole before answering: the first send meets an empty buffer
+            sent = socket.send_fds(self._out, [data], fds) if fds else 0
+            await loop.sock_sendall(self._out, memoryview(data)[sent:])
+            if total >= _JOIN_BELOW:
                 for piece in pieces:
                     await loop.sock_sendall(self._out, piece)
             return await asyncio.wait_for(self._head(), deadline_s)
@@ -402,6 +439,16 @@ class Worker:
             raise WorkerGone(await self._death(), 504) from None
         except (ConnectionError, OSError) as e:
             raise WorkerGone(await self._death()) from e
+
+    async def written(self) -> bool:
+        """After :meth:`run`: whether the whole answer went to the client (the worker writes it as the client takes
+        it, each piece within the send deadline); :class:`WorkerGone`."""
+        reader, _ = self._streams()
+        try:
+            (whole,) = _WRITTEN.unpack(await reader.readexactly(_WRITTEN.size))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            raise WorkerGone(await self._death()) from None
+        return bool(whole)
 
     async def body(self, length: int) -> AsyncIterator[bytes]:
         """The ``length`` bytes of the last answer's body, in pieces as they arrive; :class:`WorkerGone`."""
@@ -416,18 +463,6 @@ class Worker:
                 raise WorkerGone(await self._death())
             left -= len(piece)
             yield piece
-
-    async def send_answer(self, fd: int | None) -> int:
-        """Have the worker write the last answer's body (``WorkerReply.length`` bytes) straight to the client's
-        connection ``fd`` (``None``: the connection is gone, nothing is written); returns the bytes it wrote (fewer:
-        the client left or stopped taking them). :class:`WorkerGone`."""
-        reader, _ = self._streams()
-        try:
-            socket.send_fds(self._out, [b"D" if fd is not None else b"X"], [fd] if fd is not None else [])
-            (sent,) = _LENGTH.unpack(await reader.readexactly(_LENGTH.size))
-        except (asyncio.IncompleteReadError, ConnectionError, OSError):
-            raise WorkerGone(await self._death()) from None
-        return int(sent)
 
     async def _head(self) -> WorkerReply:
         reader, _ = self._streams()
