@@ -397,6 +397,7 @@ class Worker:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self.stopped_because = ""
+        self.overdue = False  # stopped at a batch's deadline
 
     @classmethod
     async def start(cls, zygote: Zygote, device: str, limits: Limits, budget: MemoryBudget, slot: int) -> Worker:
@@ -433,12 +434,20 @@ class Worker:
             if total >= _JOIN_BELOW:
                 for piece in pieces:
                     await loop.sock_sendall(self._out, piece)
-            return await asyncio.wait_for(self._head(), deadline_s)
-        except asyncio.TimeoutError:
-            self.stop(f"the batch ran longer than --max-kernel-seconds={deadline_s:g}; its worker was stopped")
-            raise WorkerGone(await self._death(), 504) from None
         except (ConnectionError, OSError) as e:
             raise WorkerGone(await self._death()) from e
+        timer = loop.call_later(deadline_s, self._overdue, deadline_s)
+        try:
+            return await self._head()
+        except WorkerGone as e:
+            e.status = 504 if self.overdue else e.status
+            raise
+        finally:
+            timer.cancel()
+
+    def _overdue(self, deadline_s: float) -> None:
+        self.overdue = True
+        self.stop(f"the batch ran longer than --max-kernel-seconds={deadline_s:g}; its worker was stopped")
 
     async def written(self) -> bool:
         """After :meth:`run`: whether the whole answer went to the client (the worker writes it as the client takes
