@@ -16,17 +16,20 @@ Messages between server and worker (both this package's own code; the data was c
   bytes, and the worker maps the blob instead of receiving a copy. The socket closing ends the session: the worker
   frees everything and exits.
 * worker -> server: once the batch has run, ``<HIQ`` (HTTP status, bytes of a JSON meta record, bytes of the
-  answer's body) and the meta record (``{"signature": [buffers, vals] | null, "held": bytes, "empty": bool}``); the
-  worker then writes the HTTP answer itself to the client's connection -- an error's text, the waited launch's
-  seconds, or the last ``CopyOut`` straight from the device's memory (in pieces of ``CHUNK_BYTES`` where the device
-  lends no host view) -- and sends ``<?``: whether all of it went out. Neither the answer nor a large blob passes
-  through the server process: an answer reaches the client without a hop through it.
+  answer's body) and the meta record (``{"signature": [buffers, vals] | null, "held": bytes, "empty": bool}``), then
+  ``<?``: whether the whole answer went out. The worker writes the HTTP answer itself to the client's connection --
+  an error's text, the waited launch's seconds, or the last ``CopyOut`` straight from the device's memory (in pieces
+  of ``CHUNK_BYTES`` where the device lends no host view): a small answer the socket takes at once goes out first
+  and both records follow in one message; otherwise the ``<HIQ`` goes first (the batch's deadline ends when it has
+  run, not when the client has taken its answer). Neither the answer nor a large blob passes through the server
+  process: an answer reaches the client without a hop through it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
 import logging
 import mmap
@@ -182,33 +185,49 @@ class _Answer:
 
 def _answer(sock: socket.socket, client: socket.socket | None, answer: _Answer, session: Session,
             limits: Limits) -> None:
-    """Tell the server the batch has run (its deadline ends here, not when the client has taken the answer), write
-    the answer to the client's connection, then tell the server whether all of it went out."""
+    """Write the answer to the client's connection and tell the server: in one message when the answer went out at
+    once (the usual small answer), else the status first (the batch's deadline ends when it has run, not when the
+    client has taken its answer), then whether all of it went out."""
     meta = json.dumps({"signature": answer.signature, "held": session.held_bytes, "empty": session.empty}).encode()
-    sock.sendall(_REPLY.pack(answer.status, len(meta), answer.length) + meta)
-    written = client is not None and _write(client, answer, limits)
-    sock.sendall(_WRITTEN.pack(written))
+    reply = _REPLY.pack(answer.status, len(meta), answer.length) + meta
+    if client is None:
+        sock.sendall(reply + _WRITTEN.pack(False))
+        return
+    head = answer.head()
+    rest: Iterable[Bytes]
+    if answer.length < _JOIN_BELOW:
+        whole = b"".join([head, *answer.pieces])
+        done = _send_now(client, whole)
+        if done == len(whole):
+            sock.sendall(reply + _WRITTEN.pack(True))
+            return
+        rest = [memoryview(whole)[done:]]
+    else:
+        rest = itertools.chain([head], answer.pieces)
+    sock.sendall(reply)
+    sock.sendall(_WRITTEN.pack(_write(client, rest, limits)))
 
 
-def _write(client: socket.socket, answer: _Answer, limits: Limits) -> bool:
-    """Write ``answer`` to ``client`` straight from its pieces (a small one in one send); each send must be taken
-    within ``limits.body_timeout_s``. ``False`` when the client left or stopped taking it."""
-    # a descriptor of the server's non-blocking socket: a timeout keeps it non-blocking (the server shares it)
-    client.settimeout(limits.body_timeout_s)
-    pending = answer.head()
+def _send_now(client: socket.socket, data: bytes) -> int:
+    """Bytes of ``data`` the client's socket takes without waiting (0 when it takes none, or is gone)."""
+    client.settimeout(0.0)  # the descriptor is the server's non-blocking socket: it stays non-blocking
     try:
-        for piece in answer.pieces:
+        return client.send(data)
+    except OSError:  # full, or the client is gone: _write says which
+        return 0
+
+
+def _write(client: socket.socket, pieces: Iterable[Bytes], limits: Limits) -> bool:
+    """Write ``pieces`` to ``client``; each send must be taken within ``limits.body_timeout_s``. ``False`` when the
+    client left or stopped taking them."""
+    client.settimeout(limits.body_timeout_s)  # a timeout, never blocking mode: the server shares the descriptor
+    try:
+        for piece in pieces:
             view = memoryview(piece).cast("B")
-            if len(pending) + view.nbytes < _JOIN_BELOW:
-                pending += view
-                continue
-            client.sendall(pending)
-            pending = b""
             for at in range(0, view.nbytes, _SEND_PIECE):
                 client.sendall(view[at:at + _SEND_PIECE])
-        client.sendall(pending)
     except OSError as e:
-        log.info("session worker %d: answer of %d bytes cut: %s", os.getpid(), answer.length, e)
+        log.info("session worker %d: answer cut: %s", os.getpid(), e)
         return False
     return True
 
