@@ -4,10 +4,10 @@ Endpoints (the reference system's): ``GET /renderer`` answers the device's rende
 -- in the reference's names where this project's renderer has a counterpart there (``wire.renderers``), so
 tinygrad 0.10.2's own client accepts it, with this project's own description in the ``cloud-renderer`` header;
 ``POST /batch`` takes a body of blobs (``framing``) ending with a request list (``literal``), runs it for the session
-named by the ``session`` cookie, and answers the last ``CopyOut``'s bytes (a large one written by the session's
-worker straight from the device's memory to the client's connection), or the last waited ``ProgramExec``'s device
-seconds as text, or nothing. Errors are answered as HTTP errors whose text body says
-what was wrong; the server and the session stay usable. With a token (``CLOUD_TOKEN``) every request must carry
+named by the ``session`` cookie, and answers the last ``CopyOut``'s bytes, or the last waited ``ProgramExec``'s
+device seconds as text, or nothing -- written by the session's worker itself to the client's connection (a
+``CopyOut`` straight from the device's memory). Errors are answered as HTTP errors whose text body says what was
+wrong; the server and the session stay usable. With a token (``CLOUD_TOKEN``) every request must carry
 ``Authorization: Bearer <token>`` (else ``401``).
 
 Each session's device work runs in a worker process of its own (``worker``): a kernel that crashes or runs past

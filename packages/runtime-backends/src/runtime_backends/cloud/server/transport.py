@@ -6,9 +6,11 @@ bound is one explicit line here -- an idle keep-alive timeout, a deadline for a 
 trickles headers is cut, which a single socket timeout, as in ``http.server``, cannot do), a deadline for its body, a
 header size limit, a body size limit checked on ``Content-Length`` before any of the body is read -- and one event
 loop serves every connection, so a stalled client costs a few objects, not a thread. Bodies are handed to the
-application piece by piece as they arrive (the batch decoder verifies them while the rest is still in flight);
-responses go out without being joined into one buffer. Sockets use ``TCP_NODELAY`` and connections stay open between
-requests (keep-alive), so a small request costs one round trip.
+application piece by piece as they arrive (the batch decoder verifies them while the rest is still in flight; a body
+of 1 MiB or more goes past h11, which would copy every byte twice); responses go out without being joined into one
+buffer, or are written by the application itself from another process, given the socket (``Response.written``).
+Sockets use ``TCP_NODELAY`` and connections stay open between requests (keep-alive), so a small request costs one
+round trip.
 
 The application implements :class:`Handler`: ``head(request)`` returns a :class:`Response` at once or a
 :class:`BodySink` that takes the body and produces the response. :class:`HTTPError` anywhere becomes that response;
