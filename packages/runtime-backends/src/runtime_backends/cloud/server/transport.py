@@ -135,6 +135,7 @@ class HttpConnection(asyncio.Protocol):
         self._unsent: list[Callable[[], None]] = []  # ``sent`` callbacks of answers not yet written out
         self._chunked = False  # the request's body has no declared length
         self._raw_left = 0  # bytes of the body still to come past h11 (``_take_body_past_h11``)
+        self._closes = False  # the request being answered closes the connection after its answer
         self._drained: asyncio.Future[None] | None = None  # an answer waits on it while an earlier one is unsent
         self.last_active = 0.0  # loop time of the last bytes received (the oldest idle connections are shed first)
 
@@ -230,7 +231,7 @@ class HttpConnection(asyncio.Protocol):
         self._arm(self.limits.body_timeout_s, _BODY)
         head = _head(event)
         has_body, self._chunked = head.content_length != 0, head.content_length is None
-        self._head_request = head.method == "HEAD"
+        self._head_request, self._closes = head.method == "HEAD", head.closes
         try:
             if self._chunked and "content-length" in head.headers:  # RFC 9112 section 6.3: a smuggling attempt
                 raise HTTPError(400, "request has both Transfer-Encoding and Content-Length; send one of them")
@@ -349,7 +350,7 @@ class HttpConnection(asyncio.Protocol):
         if response.sent is not None:
             self._unsent.append(response.sent)
         if response.written:
-            self._record(response, transport)
+            self._record(transport)
             return
         length = memoryview(response.body).nbytes
         headers = [("content-length", str(length)), ("content-type", response.content_type), *response.headers]
@@ -370,18 +371,22 @@ class HttpConnection(asyncio.Protocol):
             return
         self._next_cycle(transport)
 
-    def _record(self, response: Response, transport: asyncio.Transport) -> None:
-        """An answer someone else wrote went out: h11 is told (it checks the framing; nothing is copied)."""
-        try:
-            self.h11.send(h11.Response(status_code=response.status, headers=[("content-length", str(response.length))]))
-            if response.length:
-                self.h11.send_with_data_passthrough(h11.Data(data=_Written(response.length)))  # type: ignore[arg-type]
-            self.h11.send(h11.EndOfMessage())
-        except h11.LocalProtocolError as e:
-            log.debug("closing connection after the response: %s", e)
+    def _record(self, transport: asyncio.Transport) -> None:
+        """An answer someone else wrote (with its ``Content-Length``) went out: close if the request said so, else a
+        fresh h11 connection takes the next request, with what arrived after this one (telling h11 of an answer it
+        did not write would cost as much as parsing a request)."""
+        if transport.get_write_buffer_size() == 0:
+            self._flushed()
+        if self._closes:
             self._close_after_sending(transport)
             return
-        self._next_cycle(transport)
+        buffered, closed = self.h11.trailing_data
+        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_header_bytes)
+        if buffered:
+            self.h11.receive_data(buffered)
+        if closed:
+            self.h11.receive_data(b"")
+        self._await_next(transport)
 
     def _wake_writer(self) -> None:
         if self._drained is not None and not self._drained.done():
@@ -401,6 +406,9 @@ class HttpConnection(asyncio.Protocol):
             log.debug("closing connection after the response: %s", e)
             self._close_after_sending(transport)
             return
+        self._await_next(transport)
+
+    def _await_next(self, transport: asyncio.Transport) -> None:
         self._phase = _IDLE
         if self._write_paused:  # resume_writing reads (and pumps) again once the client has taken the answer
             self._arm(self.limits.body_timeout_s, _SEND)
@@ -473,16 +481,6 @@ class HttpConnection(asyncio.Protocol):
             self.transport.close()
 
 
-class _Written:
-    """Stands for ``n`` body bytes that another process wrote to the socket (h11 only takes their ``len``)."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-
 def _error_response(e: Exception) -> Response:
     if isinstance(e, HTTPError):
         return e.response()
@@ -519,5 +517,6 @@ def _head(event: h11.Request) -> RequestHead:
     else:
         length = int(headers.get("content-length", "0") or 0)  # h11 has checked it is a non-negative int
     path = event.target.decode("latin-1").partition("?")[0]
-    closes = event.http_version < b"1.1" or "close" in headers.get("connection", "").lower()
+    tokens = {t.strip() for t in headers.get("connection", "").lower().split(",")}
+    closes = event.http_version < b"1.1" or "close" in tokens
     return RequestHead(event.method.decode("latin-1"), path, headers, length, closes)
