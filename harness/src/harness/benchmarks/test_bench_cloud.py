@@ -12,8 +12,9 @@ Groups and their in-run limits:
   own server (its CPU device, ``TCP_NODELAY`` set on its connections; skipped without tinygrad). Target: <= 1.0x
   the peer.
 * ``cloud-copyin-64MiB`` / ``cloud-copyout-64MiB`` -- ``Buffer.copyin`` (+ ``synchronize``) and ``Buffer.copyout`` of
-  64 MiB, against sending 64 MiB over a raw loopback TCP socket to a thread of this process. Target (copy-in):
-  >= 0.5x the socket's throughput.
+  64 MiB, against sending 64 MiB over a raw loopback TCP socket to a thread of this process. Target: >= 0.5x the
+  socket's throughput. Copy-in cannot reach it: a blob's SHA-256 precedes its bytes, so the client hashes all of it
+  before sending any, which alone bounds it near 0.45x on a 2-core VM (docs/cloud.md, Speed).
 
 Units: us/call for round trips, GB/s (1e9 bytes/s) for copies.
 """

@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import http.client
 import struct
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from runtime_backends.cloud.server.limits import Limits
@@ -66,3 +68,12 @@ def add_n_kernel(n_threads: int = 16) -> Kernel:
 def python_source(kernel: Kernel) -> str:
     """The PYTHON device's program source (IR text) of ``kernel``."""
     return PythonRenderer().render(kernel)
+
+
+def eventually(condition: Callable[[], bool], timeout_s: float = 30.0) -> bool:
+    """Whether ``condition()`` holds within ``timeout_s``: a session's worker writes the answer to the client itself,
+    so the server's record of the session (ended when it holds nothing) follows the answer instead of preceding it."""
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return condition()

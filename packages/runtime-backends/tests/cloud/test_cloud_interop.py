@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from cloud_helpers import add_n_kernel, python_source
+from cloud_helpers import add_n_kernel, eventually, python_source
 
 from runtime_backends.cloud.client.device import CloudDevice
 from runtime_backends.cloud.server.app import CloudServer
@@ -134,7 +134,7 @@ def test_an_independent_client_drives_our_server() -> None:
         end = Batch()
         end.queue += [ProgramFree("add_n", prog), BufferFree(1), BufferFree(2)]
         assert _submit(conn, end, "0123abcd") == b""
-        assert srv.sessions == {}
+        assert eventually(lambda: srv.sessions == {})
     finally:
         srv.close()
 

@@ -4,9 +4,10 @@ Endpoints (the reference system's): ``GET /renderer`` answers the device's rende
 -- in the reference's names where this project's renderer has a counterpart there (``wire.renderers``), so
 tinygrad 0.10.2's own client accepts it, with this project's own description in the ``cloud-renderer`` header;
 ``POST /batch`` takes a body of blobs (``framing``) ending with a request list (``literal``), runs it for the session
-named by the ``session`` cookie, and answers the last ``CopyOut``'s bytes (streamed as they are read), or the last
-waited ``ProgramExec``'s device seconds as text, or nothing. Errors are answered as HTTP errors whose text body says
-what was wrong; the server and the session stay usable. With a token (``CLOUD_TOKEN``) every request must carry
+named by the ``session`` cookie, and answers the last ``CopyOut``'s bytes, or the last waited ``ProgramExec``'s
+device seconds as text, or nothing -- written by the session's worker itself to the client's connection (a
+``CopyOut`` straight from the device's memory). Errors are answered as HTTP errors whose text body says what was
+wrong; the server and the session stay usable. With a token (``CLOUD_TOKEN``) every request must carry
 ``Authorization: Bearer <token>`` (else ``401``).
 
 Each session's device work runs in a worker process of its own (``worker``): a kernel that crashes or runs past
@@ -29,16 +30,16 @@ import resource
 import struct
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from runtime_backends.cloud.server.budget import BudgetExceeded, MemoryBudget
 from runtime_backends.cloud.server.limits import Limits
-from runtime_backends.cloud.server.transport import Bytes, HttpConnection, HTTPError, RequestHead, Response
-from runtime_backends.cloud.server.worker import Worker, WorkerGone, WorkerReply, Zygote
-from runtime_backends.cloud.wire.framing import BodyDecoder, BufferPool, DecodedBody, FramingError
-from runtime_backends.cloud.wire.protocol import RENDERER_HEADER, SIGNATURE_HEADER
+from runtime_backends.cloud.server.transport import AnswerCut, Bytes, HttpConnection, HTTPError, RequestHead, Response
+from runtime_backends.cloud.server.worker import MAX_SHARED_BLOBS, SHARED_BLOB, Worker, WorkerGone, Zygote
+from runtime_backends.cloud.wire.framing import BodyDecoder, BufferPool, DecodedBody, FramingError, SharedBuffer
+from runtime_backends.cloud.wire.protocol import RENDERER_HEADER
 from runtime_backends.cloud.wire.renderers import describe_renderer, reference_description
 from runtime_core.device import Device
 
@@ -48,7 +49,6 @@ log = logging.getLogger(__name__)
 DEFAULT_PORT = 6667
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _POOL_BYTES = 256 << 20
-_WHOLE_BELOW = 1 << 20  # answers smaller than this are read from the worker whole, larger ones streamed
 _FD_RESERVE = 64  # descriptors kept free for workers, the listening socket and files when shedding connections
 _FDS_PER_SESSION = 4  # the worker's socket and process sentinel, and their transport's spare
 _LENGTH = struct.Struct("<Q")
@@ -215,7 +215,7 @@ class CloudServer:
             return Response(200, self._renderer_json, "application/json", ((RENDERER_HEADER, self._renderer_header),))
         if request.path == "/batch":
             _allow(request, "POST")
-            return _BatchSink(self, self._session(_session_id(request)))
+            return _BatchSink(self, self._session(_session_id(request)), request.closes)
         raise HTTPError(404, f"no endpoint {request.method} {request.path}; this server answers GET /renderer and "
                              f"POST /batch")
 
@@ -348,40 +348,39 @@ class CloudServer:
         if self._zygote is not None:
             self._zygote.close()
 
-    async def run(self, session: _Session, body: DecodedBody) -> Response:
-        """Run a verified body in ``session``'s worker; the answer, or ``HTTPError`` with the batch's status."""
-        await session.lock.acquire()
-        streamed = False
-        try:
-            if session.worker is None:
-                session.worker = await self._worker()
-            worker = session.worker
+    async def run(self, session: _Session, body: DecodedBody, answer_to: int | None, close: bool) -> Response:
+        """Run a verified body in ``session``'s worker, which writes the answer to the client's connection
+        ``answer_to`` itself (``close``: the answer says the connection closes); returns what it wrote
+        (``Response.written``). ``HTTPError`` when the batch could not run (its worker died or was stopped: the
+        session is gone), ``AnswerCut`` when the answer did not reach the client whole."""
+        async with session.lock:
             try:
-                reply = await worker.run(_frames(body), self.limits.max_kernel_seconds)
-                response, streamed = await self._answer(session, worker, reply)
-            except WorkerGone as e:
-                session.worker = None
-                self._end(session)
-                log.warning("session %s lost: %s", session.sid[:8], e)
-                raise HTTPError(e.status, f"{e}; the session's buffers and programs are gone (other sessions go "
-                                          f"on); start a new session") from None
-            return response
-        finally:
-            session.last_used = time.monotonic()
-            if not streamed:
-                session.lock.release()
+                if session.worker is None:
+                    session.worker = await self._worker()
+                worker = session.worker
+                try:
+                    reply = await worker.run(*_frames(body), answer_to, close, self.limits.max_kernel_seconds)
+                except WorkerGone as e:
+                    self._lose(session, e)
+                    raise HTTPError(e.status, f"{e}; the session's buffers and programs are gone (other sessions go "
+                                              f"on); start a new session") from None
+                session.held_bytes, session.empty = int(reply.meta.get("held", 0)), bool(reply.meta.get("empty"))
+                try:
+                    whole = await worker.written()
+                except WorkerGone as e:
+                    self._lose(session, e)
+                    whole = False
+                if not whole:
+                    raise AnswerCut(f"the answer of {reply.length} bytes did not reach the client whole")
+                return Response(reply.status, length=reply.length, written=True)
+            finally:
+                session.last_used = time.monotonic()
 
-    async def _answer(self, session: _Session, worker: Worker, reply: WorkerReply) -> tuple[Response, bool]:
-        meta = reply.meta
-        session.held_bytes, session.empty = int(meta.get("held", 0)), bool(meta.get("empty", False))
-        if reply.status != 200 or reply.length < _WHOLE_BELOW:
-            body = b"".join([piece async for piece in worker.body(reply.length)])
-            if reply.status != 200:
-                raise HTTPError(reply.status, body.decode("utf-8", "replace"))
-            return Response(200, body, "application/octet-stream", _signature_headers(meta)), False
-        stream = _Stream(worker, reply.length, session.lock, lambda: self.forget_if_empty(session))
-        return Response(200, b"", "application/octet-stream", _signature_headers(meta), stream=stream,
-                        length=reply.length), True
+    def _lose(self, session: _Session, e: WorkerGone) -> None:
+        """``session``'s worker is gone (crashed, or stopped at the batch deadline): so is the session."""
+        log.warning("session %s lost: %s", session.sid[:8], e)
+        session.worker = None
+        self._end(session)
 
     def forget_if_empty(self, session: _Session) -> None:
         """End ``session`` if it holds nothing and no request of it is in progress (a client ends its session by
@@ -408,35 +407,6 @@ class CloudServer:
         return [s.sid for s in expired]
 
 
-class _Stream:
-    """A large answer's body, taken from the worker piece by piece as the client takes it (``Response.stream``).
-    Closing it early reads and drops the rest, so the worker's next answer starts where it should; it then lets the
-    session's next batch run."""
-
-    def __init__(self, worker: Worker, length: int, lock: asyncio.Lock, done: Callable[[], None]) -> None:
-        self._pieces = worker.body(length)
-        self._lock: asyncio.Lock | None = lock
-        self._done = done
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self
-
-    async def __anext__(self) -> bytes:
-        return await self._pieces.__anext__()
-
-    async def aclose(self) -> None:
-        try:
-            async for _ in self._pieces:
-                pass
-        except WorkerGone:
-            pass
-        finally:
-            if self._lock is not None:
-                self._lock.release()
-                self._lock = None
-                self._done()
-
-
 def _quiet(task: asyncio.Task[Worker]) -> None:
     """A spare worker that could not start is retried when a session needs it; its error is not lost there."""
     if not task.cancelled():
@@ -446,8 +416,8 @@ def _quiet(task: asyncio.Task[Worker]) -> None:
 class _BatchSink:
     """The body of one ``POST /batch``: verified as it arrives, run when complete."""
 
-    def __init__(self, server: CloudServer, session: _Session) -> None:
-        self.server, self.session = server, session
+    def __init__(self, server: CloudServer, session: _Session, closes: bool) -> None:
+        self.server, self.session, self.closes = server, session, closes
         self.held = 0
         self.decoder = BodyDecoder(server.limits, None, server.pool, server.hashing)
         self.session.busy += 1  # not reaped or evicted while its body arrives
@@ -462,18 +432,18 @@ class _BatchSink:
         except FramingError as e:
             raise HTTPError(400, f"bad batch body: {e}") from None
 
-    def complete(self) -> Response | Awaitable[Response]:
-        """An awaitable of the answer (the batch runs in the session's worker)."""
+    def complete(self, answer_to: int | None) -> Response | Awaitable[Response]:
+        """An awaitable of the answer, which the session's worker writes to ``answer_to`` as it runs the batch."""
         try:
             body = self.decoder.finish()
         except FramingError as e:
             self.abort()
             raise HTTPError(400, f"bad batch body: {e}") from None
-        return self._run(body)
+        return self._run(body, answer_to)
 
-    async def _run(self, body: DecodedBody) -> Response:
+    async def _run(self, body: DecodedBody, answer_to: int | None) -> Response:
         try:
-            return await self.server.run(self.session, body)
+            return await self.server.run(self.session, body, answer_to, self.closes)
         finally:
             self.abort()
 
@@ -487,20 +457,20 @@ class _BatchSink:
             self.server.forget_if_empty(self.session)
 
 
-def _frames(body: DecodedBody) -> list[Bytes]:
-    """The body's blobs framed for the worker, the request list last."""
+def _frames(body: DecodedBody) -> tuple[list[Bytes], list[int]]:
+    """The body's blobs framed for the worker, the request list last, and the descriptors of those passed by
+    descriptor (see ``worker``)."""
     pieces: list[Bytes] = []
+    fds: list[int] = []
     for datahash, data in [*((h, d) for h, d in body.blobs.items() if h != body.requests_hash),
                            (body.requests_hash, body.requests)]:
-        pieces += (bytes.fromhex(datahash) + _LENGTH.pack(memoryview(data).nbytes), data)
-    return pieces
-
-
-def _signature_headers(meta: dict[str, object]) -> tuple[tuple[str, str], ...]:
-    signature = meta.get("signature")
-    if isinstance(signature, list) and len(signature) == 2:
-        return ((SIGNATURE_HEADER, f"buffers={signature[0]}, vals={signature[1]}"),)
-    return ()
+        view = memoryview(data)
+        if isinstance(view.obj, SharedBuffer) and len(fds) < MAX_SHARED_BLOBS:
+            pieces.append(bytes.fromhex(datahash) + _LENGTH.pack(view.nbytes | SHARED_BLOB))
+            fds.append(view.obj.memfd)
+        else:
+            pieces += (bytes.fromhex(datahash) + _LENGTH.pack(view.nbytes), data)
+    return pieces, fds
 
 
 def _allow(request: RequestHead, method: str) -> None:

@@ -364,10 +364,14 @@ def _names_buffer(r: Request, num: int) -> bool:
 
 
 def read_chunks(read: BufferRead, chunk_bytes: int) -> Iterator[memoryview]:
-    """The bytes of ``read``'s buffer in pieces of at most ``chunk_bytes`` (each view is valid until the next is
-    taken): through offset views where the allocator has them (``capabilities.views``), else in one piece."""
+    """The bytes of ``read``'s buffer in pieces (each view is valid until the next is taken): the device's own memory
+    where the allocator lends host views (``capabilities.host_view``: no copy), else copies of at most
+    ``chunk_bytes`` through offset views (``capabilities.views``), else one copy of the whole."""
     dev, buf = read.dev, read.buffer
     allocator = dev.allocator
+    if allocator.capabilities.host_view:
+        yield allocator.host_view(buf.opaque, buf.size)
+        return
     if buf.size <= chunk_bytes or not allocator.capabilities.views:
         whole = bytearray(buf.size)
         allocator.copyout(memoryview(whole), buf.opaque)

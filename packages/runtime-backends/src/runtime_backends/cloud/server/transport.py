@@ -6,9 +6,11 @@ bound is one explicit line here -- an idle keep-alive timeout, a deadline for a 
 trickles headers is cut, which a single socket timeout, as in ``http.server``, cannot do), a deadline for its body, a
 header size limit, a body size limit checked on ``Content-Length`` before any of the body is read -- and one event
 loop serves every connection, so a stalled client costs a few objects, not a thread. Bodies are handed to the
-application piece by piece as they arrive (the batch decoder verifies them while the rest is still in flight);
-responses go out without being joined into one buffer. Sockets use ``TCP_NODELAY`` and connections stay open between
-requests (keep-alive), so a small request costs one round trip.
+application piece by piece as they arrive (the batch decoder verifies them while the rest is still in flight; a body
+of 1 MiB or more goes past h11, which would copy every byte twice); responses go out without being joined into one
+buffer, or are written by the application itself from another process, given the socket (``Response.written``).
+Sockets use ``TCP_NODELAY`` and connections stay open between requests (keep-alive), so a small request costs one
+round trip.
 
 The application implements :class:`Handler`: ``head(request)`` returns a :class:`Response` at once or a
 :class:`BodySink` that takes the body and produces the response. :class:`HTTPError` anywhere becomes that response;
@@ -20,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Protocol
@@ -45,6 +47,8 @@ class RequestHead:
     path: str
     headers: dict[str, str]
     content_length: int | None
+    closes: bool = False
+    """The connection closes after the answer (an HTTP/1.0 request, or ``Connection: close``)."""
 
 
 @dataclass(frozen=True)
@@ -52,17 +56,17 @@ class Response:
     """A response to send: ``status``, ``body`` and extra ``headers`` (name, value). ``sent`` is called once the body
     has left the process (or the connection is gone): until then the transport may still read ``body``.
 
-    A streamed response has ``stream`` (its body's pieces, ``length`` bytes in all) instead of ``body``: each piece
-    is written once the client has taken the one before, so an answer costs the server one piece of memory. A stream
-    that fails or falls short drops the connection (the client sees the answer cut)."""
+    A ``written`` response was written whole to the connection by someone else (another process, given the socket
+    by :meth:`BodySink.complete`): the transport only records that an answer of ``status`` with ``length`` bytes of
+    body went out."""
 
     status: int
     body: Bytes = b""
     content_type: str = "text/plain; charset=utf-8"
     headers: tuple[tuple[str, str], ...] = ()
     sent: Callable[[], None] | None = None
-    stream: AsyncIterator[Bytes] | None = None
     length: int = 0
+    written: bool = False
 
 
 class HTTPError(Exception):
@@ -76,14 +80,23 @@ class HTTPError(Exception):
         return Response(self.status, self.message.encode(), headers=self.headers)
 
 
+class AnswerCut(Exception):
+    """An answer written by someone else (``Response.written``) did not reach the client whole: the connection is
+    dropped."""
+
+
 class BodySink(Protocol):
     """Receives one request's body: ``feed`` per piece (may raise :class:`HTTPError`: the rest of the body is then
     read and dropped, and that error answered), ``complete`` once it has all arrived -- the response, or an awaitable
-    of it when producing it takes a while -- and ``abort`` if the body never arrives whole."""
+    of it when producing it takes a while -- and ``abort`` if the body never arrives whole.
+
+    ``complete(answer_to)`` gets the connection's socket descriptor (``None`` when the connection is gone), with
+    nothing of an earlier answer left to send on it: a sink may have the answer written there directly (and say so
+    with ``Response.written``), or raise :class:`AnswerCut` when that failed part-way."""
 
     def feed(self, chunk: Bytes) -> None: ...
 
-    def complete(self) -> Response | Awaitable[Response]: ...
+    def complete(self, answer_to: int | None) -> Response | Awaitable[Response]: ...
 
     def abort(self) -> None: ...
 
@@ -97,6 +110,7 @@ class Handler(Protocol):
 _IDLE, _HEAD, _BODY, _BUSY = "idle", "head", "body", "busy"
 _SEND = "send"  # a deadline only: an answer still in the write buffer
 _JOIN_BELOW = 64 << 10
+_RAW_BODY_BYTES = 1 << 20  # bodies from this size up are received past h11
 
 
 class HttpConnection(asyncio.Protocol):
@@ -120,7 +134,9 @@ class HttpConnection(asyncio.Protocol):
         self._head_request = False  # the request being answered is a HEAD (its answer carries no body)
         self._unsent: list[Callable[[], None]] = []  # ``sent`` callbacks of answers not yet written out
         self._chunked = False  # the request's body has no declared length
-        self._drained: asyncio.Future[None] | None = None  # a streamed answer waits on it while writing is paused
+        self._raw_left = 0  # bytes of the body still to come past h11 (``_take_body_past_h11``)
+        self._closes = False  # the request being answered closes the connection after its answer
+        self._drained: asyncio.Future[None] | None = None  # an answer waits on it while an earlier one is unsent
         self.last_active = 0.0  # loop time of the last bytes received (the oldest idle connections are shed first)
 
     # asyncio.Protocol
@@ -136,6 +152,10 @@ class HttpConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_active = asyncio.get_running_loop().time()
+        if self._raw_left:
+            data = self._raw_body(data)
+            if not data:
+                return
         if self._phase == _IDLE:
             self._phase = _HEAD
             self._arm(self.limits.header_timeout_s, _HEAD)
@@ -211,7 +231,7 @@ class HttpConnection(asyncio.Protocol):
         self._arm(self.limits.body_timeout_s, _BODY)
         head = _head(event)
         has_body, self._chunked = head.content_length != 0, head.content_length is None
-        self._head_request = head.method == "HEAD"
+        self._head_request, self._closes = head.method == "HEAD", head.closes
         try:
             if self._chunked and "content-length" in head.headers:  # RFC 9112 section 6.3: a smuggling attempt
                 raise HTTPError(400, "request has both Transfer-Encoding and Content-Length; send one of them")
@@ -238,8 +258,34 @@ class HttpConnection(asyncio.Protocol):
         self._sink = outcome
         if self.h11.they_are_waiting_for_100_continue and self.transport is not None:
             self.transport.write(self.h11.send(h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")))
+        if head.content_length is not None and head.content_length >= _RAW_BODY_BYTES:
+            self._take_body_past_h11(event, head.content_length)
 
-    def _on_data(self, data: bytes) -> None:
+    def _take_body_past_h11(self, event: h11.Request, length: int) -> None:
+        """Receive a large body without h11, which would copy every byte twice: h11 continues with a connection that
+        has read this request's head without its body, and the body goes straight to the sink as it arrives."""
+        buffered, closed = self.h11.trailing_data
+        bypass = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_header_bytes)
+        bypass.receive_data(_head_bytes(event))
+        if not (isinstance(bypass.next_event(), h11.Request) and isinstance(bypass.next_event(), h11.EndOfMessage)):
+            return  # cannot happen for a head h11 has just parsed; the body then goes through h11 as usual
+        self.h11, self._raw_left = bypass, length
+        if rest := self._raw_body(buffered):
+            self.h11.receive_data(rest)
+        if closed:
+            self.h11.receive_data(b"")
+
+    def _raw_body(self, data: bytes) -> bytes:
+        """Pass the next bytes of a body received past h11 to the sink; returns what follows the body."""
+        take = min(self._raw_left, len(data))
+        if take:
+            self._raw_left -= take
+            self._on_data(memoryview(data)[:take] if take < len(data) else data)
+            if not self._raw_left:
+                self._on_end()
+        return data[take:]
+
+    def _on_data(self, data: Bytes) -> None:
         if self._sink is None or self._error is not None:
             return
         try:
@@ -267,29 +313,34 @@ class HttpConnection(asyncio.Protocol):
             self._respond(answer or Response(500, b"internal server error: no response"))
 
     def _finish(self, sink: BodySink) -> None:
-        try:
-            outcome = sink.complete()
-        except Exception as e:
-            self._respond(_error_response(e))
-            return
-        if isinstance(outcome, Response):
-            self._respond(outcome)
-            return
         self._phase = _BUSY
         if self.transport is not None:
             self.transport.pause_reading()
-        self._task = asyncio.get_running_loop().create_task(self._await(outcome))
+        self._task = asyncio.get_running_loop().create_task(self._complete(sink))
 
-    async def _await(self, outcome: Awaitable[Response]) -> None:
+    async def _complete(self, sink: BodySink) -> None:
+        """Have ``sink`` produce the answer once nothing is left to send on the connection (it may write there)."""
+        transport = self.transport
+        if self._write_paused:  # a 100 Continue the client has not taken: the answer goes after it
+            self._arm(self.limits.body_timeout_s, _SEND)
+            self._drained = asyncio.get_running_loop().create_future()
+            await self._drained
+            self._cancel_timer()
+        sock = transport.get_extra_info("socket") if transport is not None and not transport.is_closing() else None
         try:
-            response = await outcome
+            outcome = sink.complete(sock.fileno() if sock is not None else None)
+            response = outcome if isinstance(outcome, Response) else await outcome
+        except AnswerCut as e:
+            log.info("answer cut: %s", e)
+            self._task = None
+            if transport is not None:
+                transport.abort()
+            return
         except Exception as e:
             response = _error_response(e)
         self._task = None
         if self.transport is not None and not self.transport.is_closing():
             self._respond(response)
-        elif response.stream is not None:
-            await _close_stream(response.stream)
 
     # answering
     def _respond(self, response: Response, close: bool = False) -> None:
@@ -298,7 +349,10 @@ class HttpConnection(asyncio.Protocol):
             return
         if response.sent is not None:
             self._unsent.append(response.sent)
-        length = response.length if response.stream is not None else memoryview(response.body).nbytes
+        if response.written:
+            self._record(transport)
+            return
+        length = memoryview(response.body).nbytes
         headers = [("content-length", str(length)), ("content-type", response.content_type), *response.headers]
         if close:
             headers.append(("connection", "close"))
@@ -306,12 +360,6 @@ class HttpConnection(asyncio.Protocol):
             reason = HTTPStatus(response.status).phrase.encode()
             pieces: list[Bytes] = [self.h11.send(h11.Response(status_code=response.status, headers=headers,
                                                                reason=reason))]
-            if response.stream is not None and not self._head_request:
-                transport.write(b"".join(pieces))  # type: ignore[arg-type]
-                self._phase = _BUSY
-                transport.pause_reading()
-                self._task = asyncio.get_running_loop().create_task(self._stream(response.stream, transport))
-                return
             if memoryview(response.body).nbytes and not self._head_request:
                 data = h11.Data(data=response.body)  # type: ignore[arg-type]  # h11 passes any bytes-like through
                 pieces += self.h11.send_with_data_passthrough(data) or ()
@@ -323,31 +371,22 @@ class HttpConnection(asyncio.Protocol):
             return
         self._next_cycle(transport)
 
-    async def _stream(self, stream: AsyncIterator[Bytes], transport: asyncio.Transport) -> None:
-        """Write a streamed body piece by piece, each once the client has taken the last; then the next request."""
-        try:
-            async for piece in stream:
-                if transport.is_closing():
-                    break
-                data = h11.Data(data=piece)  # type: ignore[arg-type]
-                for out in self.h11.send_with_data_passthrough(data) or ():
-                    transport.write(out)  # type: ignore[arg-type]
-                if self._write_paused:  # a client that does not take its answer is dropped after the send deadline
-                    self._arm(self.limits.body_timeout_s, _SEND)
-                    self._drained = asyncio.get_running_loop().create_future()
-                    await self._drained
-                    self._cancel_timer()
-            transport.write(self.h11.send(h11.EndOfMessage()))  # type: ignore[arg-type]
-        except Exception as e:  # the producer failed, or fell short of the declared length: cut the answer
-            log.warning("streamed answer cut: %s: %s", type(e).__name__, e)
-            self._task = None
-            transport.abort()
+    def _record(self, transport: asyncio.Transport) -> None:
+        """An answer someone else wrote (with its ``Content-Length``) went out: close if the request said so, else a
+        fresh h11 connection takes the next request, with what arrived after this one (telling h11 of an answer it
+        did not write would cost as much as parsing a request)."""
+        if transport.get_write_buffer_size() == 0:
+            self._flushed()
+        if self._closes:
+            self._close_after_sending(transport)
             return
-        finally:
-            await _close_stream(stream)
-        self._task = None
-        if not transport.is_closing():
-            self._next_cycle(transport)
+        buffered, closed = self.h11.trailing_data
+        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_header_bytes)
+        if buffered:
+            self.h11.receive_data(buffered)
+        if closed:
+            self.h11.receive_data(b"")
+        self._await_next(transport)
 
     def _wake_writer(self) -> None:
         if self._drained is not None and not self._drained.done():
@@ -367,6 +406,9 @@ class HttpConnection(asyncio.Protocol):
             log.debug("closing connection after the response: %s", e)
             self._close_after_sending(transport)
             return
+        self._await_next(transport)
+
+    def _await_next(self, transport: asyncio.Transport) -> None:
         self._phase = _IDLE
         if self._write_paused:  # resume_writing reads (and pumps) again once the client has taken the answer
             self._arm(self.limits.body_timeout_s, _SEND)
@@ -439,13 +481,6 @@ class HttpConnection(asyncio.Protocol):
             self.transport.close()
 
 
-async def _close_stream(stream: AsyncIterator[Bytes]) -> None:
-    """Tell a stream's producer that no more pieces are taken (``aclose``, where it has one)."""
-    closer = getattr(stream, "aclose", None)
-    if closer is not None:
-        await closer()
-
-
 def _error_response(e: Exception) -> Response:
     if isinstance(e, HTTPError):
         return e.response()
@@ -463,6 +498,13 @@ def _write(transport: asyncio.Transport, pieces: list[Bytes]) -> None:
                 transport.write(p)
 
 
+def _head_bytes(event: h11.Request) -> bytes:
+    """``event``'s request line and headers as received, less its body's length."""
+    lines = [b"%s %s HTTP/%s" % (event.method, event.target, event.http_version)]
+    lines += [name + b": " + value for name, value in event.headers if name != b"content-length"]
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
 def _head(event: h11.Request) -> RequestHead:
     headers: dict[str, str] = {}
     for raw_name, raw_value in event.headers:
@@ -475,4 +517,6 @@ def _head(event: h11.Request) -> RequestHead:
     else:
         length = int(headers.get("content-length", "0") or 0)  # h11 has checked it is a non-negative int
     path = event.target.decode("latin-1").partition("?")[0]
-    return RequestHead(event.method.decode("latin-1"), path, headers, length)
+    tokens = {t.strip() for t in headers.get("connection", "").lower().split(",")}
+    closes = event.http_version < b"1.1" or "close" in tokens
+    return RequestHead(event.method.decode("latin-1"), path, headers, length, closes)

@@ -9,19 +9,30 @@ state of the server; the server keeps one started ahead.
 
 Messages between server and worker (both this package's own code; the data was checked by the server):
 
-* server -> worker: ``<Q`` length, then the body's blobs framed as on the wire (digest, ``<Q`` length, bytes), the
-  request list last. The socket closing ends the session: the worker frees everything and exits.
-* worker -> server: ``<HIQ`` (HTTP status, bytes of a JSON meta record, bytes of the body), the meta record
-  (``{"signature": [buffers, vals] | null, "held": bytes, "empty": bool}``), then the body -- an error's text, or the
-  answer, a large ``CopyOut`` read from the device and written in pieces of ``CHUNK_BYTES`` as it goes.
+* server -> worker: ``<QB`` (bytes of the batch, flags), then the body's blobs framed as on the wire (digest, ``<Q``
+  length, bytes), the request list last. The client connection's socket travels with the ``<QB`` (``SCM_RIGHTS``;
+  flag 1; flag 2: the answer closes the connection), and so does the ``memfd`` of every large blob the server
+  received into a ``SharedBuffer``, in frame order: such a frame has the ``SHARED_BLOB`` bit set in its length and no
+  bytes, and the worker maps the blob instead of receiving a copy. The socket closing ends the session: the worker
+  frees everything and exits.
+* worker -> server: once the batch has run, ``<HIQ`` (HTTP status, bytes of a JSON meta record, bytes of the
+  answer's body) and the meta record (``{"signature": [buffers, vals] | null, "held": bytes, "empty": bool}``), then
+  ``<?``: whether the whole answer went out. The worker writes the HTTP answer itself to the client's connection --
+  an error's text, the waited launch's seconds, or the last ``CopyOut`` straight from the device's memory (in pieces
+  of ``CHUNK_BYTES`` where the device lends no host view): a small answer the socket takes at once goes out first
+  and both records follow in one message; otherwise the ``<HIQ`` goes first (the batch's deadline ends when it has
+  run, not when the client has taken its answer). Neither the answer nor a large blob passes through the server
+  process: an answer reaches the client without a hop through it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
 import logging
+import mmap
 import os
 import signal
 import socket
@@ -29,29 +40,39 @@ import struct
 import subprocess
 import sys
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 from runtime_backends.cloud.server.batch import BatchError, BufferRead, Session, read_chunks, release, run_batch
 from runtime_backends.cloud.server.budget import MemoryBudget
 from runtime_backends.cloud.server.limits import Limits
-from runtime_backends.cloud.wire.framing import HEADER_BYTES, Blob
+from runtime_backends.cloud.wire.framing import HEADER_BYTES, Blob, Bytes
 from runtime_backends.cloud.wire.literal import decode_requests
-from runtime_backends.cloud.wire.protocol import ProtocolError, Request
+from runtime_backends.cloud.wire.protocol import SIGNATURE_HEADER, ProtocolError, Request
 from runtime_core.config import environ_snapshot, replace_environ
 from runtime_core.device import Compiled, Device
 
-__all__ = ["Worker", "WorkerGone", "WorkerReply", "Zygote", "CHUNK_BYTES", "serve_session", "describe_exit"]
+__all__ = ["Worker", "WorkerGone", "WorkerReply", "Zygote", "CHUNK_BYTES", "SHARED_BLOB",
+           "MAX_SHARED_BLOBS", "serve_session", "describe_exit"]
 
 log = logging.getLogger(__name__)
 CHUNK_BYTES = 64 << 20
-"""Largest piece of a streamed answer: what an answer costs the worker and the server beyond the buffer itself."""
+"""Largest piece of a large answer read from a device without host views: what an answer costs beyond the buffer."""
+SHARED_BLOB = 1 << 63
+"""Flag in a frame's length: the blob's bytes are in the next descriptor passed with the message."""
+MAX_SHARED_BLOBS = 64
+"""Blobs of one batch passed by descriptor at most (the rest are copied)."""
 _LENGTH = struct.Struct("<Q")
+_MESSAGE = struct.Struct("<QB")  # a batch's bytes, flags
+_CLIENT, _CLOSE = 1, 2  # flags: the first descriptor is the client's connection; the answer closes it
 _REPLY = struct.Struct("<HIQ")
+_WRITTEN = struct.Struct("<?")
 _DECODED_ENTRIES = 256
 _STREAM_LIMIT = 4 << 20  # bytes the server's reader of a worker buffers before pausing it
 _JOIN_BELOW = 64 << 10  # batches smaller than this go to the worker in one send
+_SEND_PIECE = 4 << 20  # a large answer goes to the client in pieces of this size, each within the send deadline
 
 
 # the worker process
@@ -73,7 +94,7 @@ def serve_session(sock: socket.socket, device: str, limits: Limits, budget: Memo
     sock.sendall(_REPLY.pack(200, 0, 0))  # ready
     try:
         while (batch := _receive(sock)) is not None:
-            _run(sock, dev, session, limits, decoded, batch)
+            _run(sock, dev, session, limits, decoded, *batch)
     except (BrokenPipeError, ConnectionResetError, EOFError):  # the server ended the session mid-answer
         log.info("session worker %d: the server closed its socket", os.getpid())
     finally:
@@ -81,15 +102,23 @@ def serve_session(sock: socket.socket, device: str, limits: Limits, budget: Memo
         dev.finalize()
 
 
-def _receive(sock: socket.socket) -> memoryview | None:
-    head = _read_exactly(sock, _LENGTH.size)
-    if head is None:
+def _receive(sock: socket.socket) -> tuple[memoryview, list[int], int] | None:
+    """The next batch message, the descriptors that came with it and its flags; ``None`` when the server closed the
+    socket."""
+    head, fds, _, _ = socket.recv_fds(sock, _MESSAGE.size, MAX_SHARED_BLOBS + 1)
+    if not head:
         return None
-    (length,) = _LENGTH.unpack(head)
-    body = _read_exactly(sock, length)
-    if body is None:
-        raise EOFError("the server closed the worker's socket inside a batch")
-    return body
+    try:
+        rest = _read_exactly(sock, _MESSAGE.size - len(head))
+        length, flags = _MESSAGE.unpack(head + bytes(rest)) if rest is not None else (0, 0)
+        body = _read_exactly(sock, length) if rest is not None else None
+        if body is None:
+            raise EOFError("the server closed the worker's socket inside a batch")
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return body, fds, flags
 
 
 def _read_exactly(sock: socket.socket, n: int) -> memoryview | None:
@@ -104,35 +133,126 @@ def _read_exactly(sock: socket.socket, n: int) -> memoryview | None:
 
 
 def _run(sock: socket.socket, dev: Compiled, session: Session, limits: Limits,
-         decoded: OrderedDict[str, list[Request]], message: memoryview) -> None:
-    blobs, last = _split(message)
+         decoded: OrderedDict[str, list[Request]], message: memoryview, fds: list[int], flags: int) -> None:
+    client = socket.socket(fileno=fds.pop(0)) if flags & _CLIENT else None
     try:
-        requests = _decode(decoded, last, blobs[last], limits)
-        result = run_batch(dev, session, requests, blobs, limits)
-    except BatchError as e:
-        _reply(sock, e.status, session, None, e.message.encode())
-        return
-    body = result.body
-    if isinstance(body, BufferRead):
+        blobs, last = _split(message, fds)
         try:
-            _reply(sock, 200, session, result.signature, b"", body.nbytes)
-            for piece in read_chunks(body, CHUNK_BYTES):
-                sock.sendall(piece)
-        finally:
-            body.done()
+            requests = _decode(decoded, last, blobs[last], limits)
+            result = run_batch(dev, session, requests, blobs, limits)
+        except BatchError as e:
+            text = e.message.encode()
+            _answer(sock, client, _Answer(e.status, None, [text], len(text), bool(flags & _CLOSE)), session, limits)
+            return
+        body = result.body
+        if isinstance(body, BufferRead):
+            try:
+                answer = _Answer(200, result.signature, read_chunks(body, CHUNK_BYTES), body.nbytes,
+                                 bool(flags & _CLOSE))
+                _answer(sock, client, answer, session, limits)
+            finally:
+                body.done()
+        else:
+            answer = _Answer(200, result.signature, [body], memoryview(body).nbytes, bool(flags & _CLOSE))
+            _answer(sock, client, answer, session, limits)
+    finally:
+        if client is not None:
+            client.close()  # this process's descriptor only: the connection stays the server's
+
+
+@dataclass
+class _Answer:
+    """An HTTP answer to write: ``status``, the loaded program's ``signature`` header, ``length`` bytes of body in
+    ``pieces``, and whether the connection closes after it."""
+
+    status: int
+    signature: tuple[int, int] | None
+    pieces: Iterable[Bytes]
+    length: int
+    close: bool
+
+    def head(self) -> bytes:
+        """The status line and headers (RFC 9112 section 4), as the server's transport writes its own answers."""
+        content_type = "application/octet-stream" if self.status == 200 else "text/plain; charset=utf-8"
+        lines = [f"HTTP/1.1 {self.status} {HTTPStatus(self.status).phrase}", f"content-length: {self.length}",
+                 f"content-type: {content_type}"]
+        if self.signature is not None:
+            lines.append(f"{SIGNATURE_HEADER}: buffers={self.signature[0]}, vals={self.signature[1]}")
+        if self.close:
+            lines.append("connection: close")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def _answer(sock: socket.socket, client: socket.socket | None, answer: _Answer, session: Session,
+            limits: Limits) -> None:
+    """Write the answer to the client's connection and tell the server: in one message when the answer went out at
+    once (the usual small answer), else the status first (the batch's deadline ends when it has run, not when the
+    client has taken its answer), then whether all of it went out."""
+    meta = json.dumps({"signature": answer.signature, "held": session.held_bytes, "empty": session.empty}).encode()
+    reply = _REPLY.pack(answer.status, len(meta), answer.length) + meta
+    if client is None:
+        sock.sendall(reply + _WRITTEN.pack(False))
+        return
+    head = answer.head()
+    rest: Iterable[Bytes]
+    if answer.length < _JOIN_BELOW:
+        whole = b"".join([head, *answer.pieces])
+        done = _send_now(client, whole)
+        if done == len(whole):
+            sock.sendall(reply + _WRITTEN.pack(True))
+            return
+        rest = [memoryview(whole)[done:]]
     else:
-        _reply(sock, 200, session, result.signature, body)
+        rest = itertools.chain([head], answer.pieces)
+    sock.sendall(reply)
+    sock.sendall(_WRITTEN.pack(_write(client, rest, limits)))
 
 
-def _split(message: memoryview) -> tuple[dict[str, Blob], str]:
-    """The blobs of a message (already verified by the server) and the datahash of the last (the request list)."""
+def _send_now(client: socket.socket, data: bytes) -> int:
+    """Bytes of ``data`` the client's socket takes without waiting (0 when it takes none, or is gone)."""
+    client.settimeout(0.0)  # the descriptor is the server's non-blocking socket: it stays non-blocking
+    try:
+        return client.send(data)
+    except OSError:  # full, or the client is gone: _write says which
+        return 0
+
+
+def _write(client: socket.socket, pieces: Iterable[Bytes], limits: Limits) -> bool:
+    """Write ``pieces`` to ``client``; each send must be taken within ``limits.body_timeout_s``. ``False`` when the
+    client left or stopped taking them."""
+    client.settimeout(limits.body_timeout_s)  # a timeout, never blocking mode: the server shares the descriptor
+    try:
+        for piece in pieces:
+            view = memoryview(piece).cast("B")
+            for at in range(0, view.nbytes, _SEND_PIECE):
+                client.sendall(view[at:at + _SEND_PIECE])
+    except OSError as e:
+        log.info("session worker %d: answer cut: %s", os.getpid(), e)
+        return False
+    return True
+
+
+def _split(message: memoryview, fds: list[int]) -> tuple[dict[str, Blob], str]:
+    """The blobs of a message (already verified by the server) and the datahash of the last (the request list);
+    those passed by descriptor are mapped (and the descriptors closed)."""
     blobs: dict[str, Blob] = {}
     at, last = 0, ""
-    while at < message.nbytes:
-        (n,) = _LENGTH.unpack_from(message, at + 32)
-        last = bytes(message[at:at + 32]).hex()
-        blobs[last] = message[at + HEADER_BYTES:at + HEADER_BYTES + n]
-        at += HEADER_BYTES + n
+    shared = iter(fds)
+    try:
+        while at < message.nbytes:
+            (n,) = _LENGTH.unpack_from(message, at + 32)
+            last = bytes(message[at:at + 32]).hex()
+            if n & SHARED_BLOB:
+                n &= ~SHARED_BLOB
+                blobs[last] = memoryview(mmap.mmap(next(shared), n, mmap.MAP_SHARED | mmap.MAP_POPULATE,
+                                                   mmap.PROT_READ))
+                at += HEADER_BYTES
+            else:
+                blobs[last] = message[at + HEADER_BYTES:at + HEADER_BYTES + n]
+                at += HEADER_BYTES + n
+    finally:
+        for fd in fds:
+            os.close(fd)
     return blobs, last
 
 
@@ -150,18 +270,6 @@ def _decode(cache: OrderedDict[str, list[Request]], key: str, text: Blob, limits
     if len(cache) > _DECODED_ENTRIES:
         cache.popitem(last=False)
     return requests
-
-
-def _reply(sock: socket.socket, status: int, session: Session, signature: tuple[int, int] | None,
-           body: bytes | Blob, length: int | None = None) -> None:
-    meta = json.dumps({"signature": signature, "held": session.held_bytes, "empty": session.empty}).encode()
-    n = memoryview(body).nbytes if length is None else length
-    head = _REPLY.pack(status, len(meta), n) + meta
-    if memoryview(body).nbytes < 1 << 16:
-        sock.sendall(head + bytes(body))
-    else:
-        sock.sendall(head)
-        sock.sendall(body)
 
 
 # the server's side
@@ -308,6 +416,7 @@ class Worker:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self.stopped_because = ""
+        self.overdue = False  # stopped at a batch's deadline
 
     @classmethod
     async def start(cls, zygote: Zygote, device: str, limits: Limits, budget: MemoryBudget, slot: int) -> Worker:
@@ -323,25 +432,51 @@ class Worker:
             raise WorkerGone(message, 503)
         return worker
 
-    async def run(self, pieces: list[Blob | bytes], deadline_s: float) -> WorkerReply:
-        """Send a batch (its framed blobs in ``pieces``) and wait for the answer's head, at most ``deadline_s``
-        seconds (then the worker is stopped); :class:`WorkerGone` when it died or was stopped."""
+    async def run(self, pieces: list[Blob | bytes], fds: list[int], answer_to: int | None, close: bool,
+                  deadline_s: float) -> WorkerReply:
+        """Send a batch (its framed blobs in ``pieces``, the descriptors of its shared blobs in ``fds``) whose answer
+        the worker writes to the client's connection ``answer_to`` (``None``: the client is gone; ``close``: the
+        answer says the connection closes), and wait until it has run, at most ``deadline_s`` seconds (then the
+        worker is stopped); then :meth:`written` says whether the answer reached the client. :class:`WorkerGone`
+        when the worker died or was stopped."""
         self._streams()
         loop = asyncio.get_running_loop()
         total = sum(memoryview(p).nbytes for p in pieces)
+        flags = (_CLIENT if answer_to is not None else 0) | (_CLOSE if close else 0)
+        head = _MESSAGE.pack(total, flags)
+        data = b"".join([head, *pieces]) if total < _JOIN_BELOW else head
+        fds = [answer_to, *fds] if answer_to is not None else fds
         try:
-            if total < _JOIN_BELOW:
-                await loop.sock_sendall(self._out, b"".join([_LENGTH.pack(total), *pieces]))
-            else:
-                await loop.sock_sendall(self._out, _LENGTH.pack(total))
+            # the worker has read its last message whole before answering: the first send meets an empty buffer
+            sent = socket.send_fds(self._out, [data], fds) if fds else 0
+            await loop.sock_sendall(self._out, memoryview(data)[sent:])
+            if total >= _JOIN_BELOW:
                 for piece in pieces:
                     await loop.sock_sendall(self._out, piece)
-            return await asyncio.wait_for(self._head(), deadline_s)
-        except asyncio.TimeoutError:
-            self.stop(f"the batch ran longer than --max-kernel-seconds={deadline_s:g}; its worker was stopped")
-            raise WorkerGone(await self._death(), 504) from None
         except (ConnectionError, OSError) as e:
             raise WorkerGone(await self._death()) from e
+        timer = loop.call_later(deadline_s, self._overdue, deadline_s)
+        try:
+            return await self._head()
+        except WorkerGone as e:
+            e.status = 504 if self.overdue else e.status
+            raise
+        finally:
+            timer.cancel()
+
+    def _overdue(self, deadline_s: float) -> None:
+        self.overdue = True
+        self.stop(f"the batch ran longer than --max-kernel-seconds={deadline_s:g}; its worker was stopped")
+
+    async def written(self) -> bool:
+        """After :meth:`run`: whether the whole answer went to the client (the worker writes it as the client takes
+        it, each piece within the send deadline); :class:`WorkerGone`."""
+        reader, _ = self._streams()
+        try:
+            (whole,) = _WRITTEN.unpack(await reader.readexactly(_WRITTEN.size))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            raise WorkerGone(await self._death()) from None
+        return bool(whole)
 
     async def body(self, length: int) -> AsyncIterator[bytes]:
         """The ``length`` bytes of the last answer's body, in pieces as they arrive; :class:`WorkerGone`."""

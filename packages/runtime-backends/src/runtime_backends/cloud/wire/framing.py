@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import mmap
+import os
 import struct
 import threading
+import weakref
 from collections.abc import Iterable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from runtime_backends.cloud.wire.protocol import ProtocolError, WireBounds
 
 __all__ = ["DIGEST_BYTES", "HEADER_BYTES", "FramingError", "blob_header", "BodyBuilder", "BodyDecoder", "DecodedBody",
-           "BufferPool", "decode_body"]
+           "SharedBuffer", "BufferPool", "decode_body"]
 
 DIGEST_BYTES = 32
 HASH_STEP = 4 << 20
@@ -71,11 +73,33 @@ class BodyBuilder:
         return out
 
 
+class SharedBuffer(mmap.mmap):
+    """A memory map of a ``memfd`` (Linux ``memfd_create``): :attr:`memfd` can be passed to another process, which
+    maps the same pages instead of receiving a copy. Its pages take memory only once written."""
+
+    memfd: int
+
+    @classmethod
+    def new(cls, nbytes: int) -> SharedBuffer:
+        """A zero-filled shared buffer of ``nbytes`` (> 0); ``OSError`` when the system refuses it."""
+        fd = os.memfd_create("cloud-blob", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(fd, nbytes)
+            buf = cls(fd, nbytes)
+        except BaseException:
+            os.close(fd)
+            raise
+        buf.memfd = fd
+        weakref.finalize(buf, os.close, fd)
+        return buf
+
+
 class BufferPool:
     """Large buffers (received blobs) kept for reuse: a fresh 64 MiB buffer costs ~16,000 page faults each time (as
-    much as hashing it), a reused one none. A new large buffer is an anonymous memory map, whose pages take memory
-    only once written: a blob that declares gigabytes and never sends them costs nothing. Buffers below
-    ``MIN_BYTES`` are not pooled; at most ``max_bytes`` are kept idle. Thread-safe."""
+    much as hashing it), a reused one none. A new large buffer is a :class:`SharedBuffer`, whose pages take memory
+    only once written (a blob that declares gigabytes and never sends them costs nothing) and which the server hands
+    to a session's worker by descriptor. Buffers below ``MIN_BYTES`` are not pooled; at most ``max_bytes`` are kept
+    idle. Thread-safe."""
 
     MIN_BYTES = 1 << 20
 
@@ -94,7 +118,7 @@ class BufferPool:
                 best = min(fits, key=len)
                 self._idle.remove(best)
                 return memoryview(best)[:nbytes]
-        return memoryview(mmap.mmap(-1, nbytes))
+        return memoryview(SharedBuffer.new(nbytes))
 
     def give(self, blobs: Iterable[Blob]) -> None:
         """Return buffers from :meth:`take` once nothing uses them any more."""
