@@ -46,7 +46,8 @@ def test_a_store_into_the_granule_padding_runs_and_warns_once_per_kernel(ctx, ca
             check(cu.cuCtxSynchronize())
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1, warnings
-    assert "'fill'" in warnings[0] and f"{int(out) + 44:#x}" in warnings[0] and "44-byte allocation" in warnings[0]
+    assert "'fill'" in warnings[0] and f"{int(out) + 44:#x}" in warnings[0]
+    assert "ends 4 bytes past the end of the 44-byte allocation" in warnings[0]
     assert from_device(out, 11, np.float32).tolist() == list(range(11))
     check(cu.cuMemFree(out))
 

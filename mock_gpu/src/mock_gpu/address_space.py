@@ -117,17 +117,26 @@ class AddressSpace:
         if not isinstance(size, (int, np.integer)) or size <= 0:
             raise ValueError(f"allocation size must be a positive number of bytes, got {size!r}")
         size = int(size)
-        if self._used[device] + size > self._capacity[device]:
-            raise OutOfMemory(f"cannot allocate {size} bytes on device {device}: {self._used[device]} of "
-                              f"{self._capacity[device]} bytes are in use; free buffers or lower the demand")
+        self.charge(device, size)
         base = self._next
         padded = -(-size // ALLOC_ALIGN) * ALLOC_ALIGN
         self._allocs[base] = (size, device, np.zeros(padded, dtype=np.uint8))
         bisect.insort(self._bases, base)  # host mappings may lie above the bump pointer
         self._next = base + padded + _GUARD
-        self._used[device] += size
         self._arrays = None
         return base
+
+    def charge(self, device: int, nbytes: int) -> None:
+        """Count ``nbytes`` of device memory that lives outside the address space (CUDA arrays, cuMemCreate physical
+        memory) as used on ``device``; OutOfMemory (nothing counted) when it exceeds the remaining capacity."""
+        if self._used[device] + nbytes > self._capacity[device]:
+            raise OutOfMemory(f"cannot allocate {nbytes} bytes on device {device}: {self._used[device]} of "
+                              f"{self._capacity[device]} bytes are in use; free buffers or lower the demand")
+        self._used[device] += nbytes
+
+    def refund(self, device: int, nbytes: int) -> None:
+        """Give back ``nbytes`` counted by :meth:`charge` on ``device``."""
+        self._used[device] -= nbytes
 
     def free(self, ptr: int) -> None:
         """Free the allocation whose base is ``ptr``; ValueError if ``ptr`` is not the base of a live allocation."""

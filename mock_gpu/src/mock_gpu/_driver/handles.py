@@ -227,6 +227,7 @@ class System:
         self.space = AddressSpace({d.ordinal: config.memory for d in self.devices}, exact_bounds=config.exact_bounds)
         self.objects: dict[int, Any] = {}
         self.allocations: dict[int, Context] = {}  # device allocation base -> the context that made it
+        self.graph_allocations: dict[int, Any] = {}  # base -> graph_pool.GraphAllocation of an allocation node
         self.host_allocations: dict[int, HostAllocation] = {}
         self.managed: set[int] = set()  # host_allocations made by cuMemAllocManaged
         self.registered: dict[int, int] = {}  # cuMemHostRegister base -> size

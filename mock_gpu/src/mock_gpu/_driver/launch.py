@@ -155,10 +155,10 @@ def _report_padding(fn: Function, touch: PaddingAccess | None) -> None:
     if touch is None or fn.padding_reported:
         return
     fn.padding_reported = True
-    logger.warning("kernel %r made a %d-byte access at %#x, %d bytes past the end of the %d-byte allocation at %#x: "
-                   "inside its %d-byte allocation granule, so no fault (MOCKGPU_EXACT_BOUNDS=1 makes it one)",
-                   fn.kernel.name, touch.size_accessed, touch.address, touch.address - touch.base - touch.size,
-                   touch.size, touch.base, ALLOC_ALIGN)
+    logger.warning("kernel %r made a %d-byte access at %#x, which ends %d bytes past the end of the %d-byte "
+                   "allocation at %#x: inside its %d-byte allocation granule, so no fault (MOCKGPU_EXACT_BOUNDS=1 "
+                   "makes it one)", fn.kernel.name, touch.size_accessed, touch.address,
+                   touch.address + touch.size_accessed - touch.base - touch.size, touch.size, touch.base, ALLOC_ALIGN)
 
 
 def _poison(ctx: Context, err: DriverError, cause: Exception) -> None:
