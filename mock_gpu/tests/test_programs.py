@@ -60,3 +60,21 @@ def test_a_test_suite_runs_with_the_legacy_names(tmp_path: Path) -> None:
                           check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
+
+
+def _numba_cuda_can_compile() -> bool:
+    """numba-cuda and the NVVM and NVRTC it compiles with, where it looks for them (its CUDA 12 wheels' folders, a
+    toolkit at CUDA_HOME), are installed."""
+    try:
+        from numba.cuda.cudadrv.libs import get_cudalib
+    except ImportError:
+        return False
+    return Path(get_cudalib("nvvm")).is_file() and Path(get_cudalib("nvrtc")).is_file()
+
+
+@pytest.mark.skipif(not _numba_cuda_can_compile(), reason="needs numba-cuda with NVVM and NVRTC where it looks "
+                    "(pip install numba-cuda nvidia-cuda-nvcc-cu12 nvidia-cuda-nvrtc-cu12)")
+def test_a_numba_cuda_kernel_runs_unmodified() -> None:
+    done = run_program(PROGRAMS / "numba_vector_add.py")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS" in done.stdout
