@@ -95,3 +95,25 @@ def test_a_grid_sync_every_block_reaches_completes(ctx: Any) -> None:
     check(cu.cuLaunchCooperativeKernel(fn, 4, 1, 1, 32, 1, 1, 0, None, ((x, 0), (PTR, I32))))
     check(cu.cuCtxSynchronize())
     np.testing.assert_array_equal(from_device(x, 4 * 32, np.int32), 2)
+
+
+HANDOFF = r"""
+extern "C" __global__ void handoff(volatile int *flag, int *out) {
+    if (threadIdx.x >= 32) {
+        while (*flag == 0) { }  // warp 1 waits for warp 0, as independent thread scheduling allows
+        out[threadIdx.x] = *flag + 1;
+    } else {
+        if (threadIdx.x == 0) *flag = 41;
+        out[threadIdx.x] = 1;
+    }
+}
+"""
+
+
+def test_a_spinning_warp_lets_the_warp_it_waits_for_run(make_system: Any) -> None:
+    make_system(launch_timeout="120")
+    fn = load(HANDOFF, "handoff")[1][0]
+    flag, out = to_device(np.zeros(1, np.int32)), to_device(np.zeros(64, np.int32))
+    check(cu.cuLaunchKernel(fn, 1, 1, 1, 64, 1, 1, 0, None, ((flag, out), (PTR, PTR)), 0))
+    check(cu.cuCtxSynchronize())
+    np.testing.assert_array_equal(from_device(out, 64, np.int32), [1] * 32 + [42] * 32)
