@@ -36,6 +36,7 @@ _MAX_BARRIER_ID = 16
 _NWARPID = 64
 _CLUSTER_GRID = {"%clusterid": "%ctaid", "%nclusterid": "%nctaid"}
 _CHECK_EVERY = 0x3FF  # instruction groups between two looks at the clock
+_SPIN_SAMPLE = 64  # threads whose registers are compared first when looking for a spin
 
 
 class _Chunk:
@@ -75,7 +76,7 @@ class _Chunk:
         self.clock = 0
         self._special: dict[str, np.ndarray] = {}
         self.cooperative = any(envregs.values())  # the driver passes a grid-barrier workspace to cooperative launches
-        self._spins: dict[int, bytes] = {}  # pc -> digest of the threads there and their registers at the last look
+        self._spins: dict[int, tuple[bytes, bytes]] = {}  # pc -> (sample, full) register digests at the last look
         self._parked: list[tuple[int, np.ndarray]] = []  # spinning groups that let the others run
         self._parked_clock = 0  # the clock when the last group was parked
 
@@ -259,12 +260,22 @@ class _Chunk:
 
     def _spinning(self, pc: int, idx: np.ndarray) -> bool:
         """Whether the threads ``idx`` are back at ``pc`` with the registers they had the last time they were seen
-        there: a spin that only another thread's store can end."""
-        digest = hashlib.blake2b(idx.tobytes(), digest_size=16)
+        there: a spin that only another thread's store can end. The registers of a few threads are compared first,
+        so that code making progress costs little."""
+        seen = self._spins.get(pc)
+        quick = self._digest(idx, idx[:_SPIN_SAMPLE])
+        if seen is None or seen[0] != quick:
+            self._spins[pc] = (quick, b"")
+            return False
+        full = self._digest(idx, idx)
+        self._spins[pc] = (quick, full)
+        return seen[1] == full
+
+    def _digest(self, idx: np.ndarray, sample: np.ndarray) -> bytes:
+        digest = hashlib.blake2b(idx.tobytes() if sample is idx else np.int64(idx.size).tobytes(), digest_size=16)
         for reg in self.regs:
-            digest.update(np.ascontiguousarray(reg if idx.size == self.n else reg[idx]).data)
-        seen, self._spins[pc] = self._spins.get(pc), digest.digest()
-        return seen == self._spins[pc]
+            digest.update(np.ascontiguousarray(reg if sample.size == self.n else reg[sample]).data)
+        return digest.digest()
 
     def _unpark(self, code: list[Op], groups: dict[int, np.ndarray], blocked: list[tuple[int, np.ndarray]]) -> None:
         """Nothing else can run: give the parked groups another turn if something ran or a barrier can be released
