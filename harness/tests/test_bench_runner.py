@@ -161,7 +161,7 @@ def test_a_b_run_flags_the_twice_slower_working_tree_and_lists_new_and_missing(r
     # unchanged code is never flagged at the corrected level; under load it may stay inconclusive
     assert {found[n][0] for n in ("test_limit", "test_peer", "test_seed")} <= {"unchanged", "unjudged"}
     entry = next(b for b in doc["benchmarks"] if b["name"] == "test_entry")
-    assert 1.6 < entry["ratio"] < 2.5 and entry["pairs"] in (4, 8, 12, 16) and entry["interval"][0] > 0.5
+    assert 1.6 < entry["ratio"] < 2.5 and entry["pairs"] in (6, 12, 18) and entry["interval"][0] > 0.5
     assert len(entry["process_ratios"]) == entry["pairs"] and all(1.2 < r < 3.5 for r in entry["process_ratios"])
     # both workers of a process pair share a hash seed, and each pair has its own
     seeds = {p.parent.parent.name[-1] + p.parent.name: p.read_text() for p in root.glob(".benchmarks/ab/run*/*/seed.txt")}
@@ -169,7 +169,7 @@ def test_a_b_run_flags_the_twice_slower_working_tree_and_lists_new_and_missing(r
     assert {k: v for k, v in seeds.items() if k in first_look} == first_look
     a, b = (json.loads((root / "out" / "ab" / f"{side}.json").read_text()) for side in "AB")
     assert a["harness"]["pairing"] == b["harness"]["pairing"] and (a["harness"]["side"], b["harness"]["side"]) == ("A", "B")
-    assert a["harness"]["process_pairs"] == 4 and a["harness"]["entries"] == 2 and a["harness"]["looks"] == 4
+    assert a["harness"]["process_pairs"] == 6 and a["harness"]["entries"] == 2 and a["harness"]["looks"] == 3
     # the report names each side as the user gave it, with its commit (the ref's, not the working tree's HEAD)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
     assert a["commit_info"]["id"] == head and a["commit_info"]["ref"] == "HEAD"
@@ -188,14 +188,14 @@ def test_a_b_run_flags_the_twice_slower_working_tree_and_lists_new_and_missing(r
 
 
 def test_an_entry_twice_as_slow_in_some_process_pairs_only_is_not_judged(root):
-    """A state some processes fall into (here: the hash seeds 0 and 1 of 16 process pairs) is not a change of the
+    """A state some processes fall into (here: the hash seeds 0 and 1 of 18 process pairs) is not a change of the
     code: the pair values scatter, the t-test across them cannot establish a change, and after every look the entry is
     inconclusive, never regressed."""
     _commit_suite(root)
     write_suite(root, n="40000 if __import__('os').environ['PYTHONHASHSEED'] in ('0', '1') else 20000")
     assert run_bench(root, "--against", "HEAD", "-k", "entry") == 0
     entry = next(b for b in report(root)["benchmarks"] if b["name"] == "test_entry")
-    assert entry["verdict"] == "unjudged" and entry["pairs"] == 16 and entry["note"].startswith("inconclusive")
+    assert entry["verdict"] == "unjudged" and entry["pairs"] == 18 and entry["note"].startswith("inconclusive")
     assert sorted(entry["process_ratios"])[-2:] == pytest.approx([2.0, 2.0], rel=0.3)
 
 

@@ -6,20 +6,33 @@ from __future__ import annotations
 import errno
 import functools
 import logging
+import mmap
 import os
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
 from runtime_backends.disk import device as disk_device
+from runtime_backends.disk import readers
 from runtime_backends.disk.device import STREAM_MIN
 from runtime_backends.disk.files import DiskFile
-from runtime_backends.disk.readers import HUGE_PAGE, FileFds, Job, PreadReader, StagingPool, address, plan, read_cached_prefix
+from runtime_backends.disk.readers import (
+    HUGE_PAGE,
+    FileFds,
+    Job,
+    PreadReader,
+    StagingPool,
+    address,
+    plan,
+    read_cached,
+    read_cached_prefix,
+)
 from runtime_backends.disk.uring import Ring, setup_error_reason
 from runtime_core import Allocator, Buffer, Compiled, Device, dtypes
-from runtime_core.sink import CopySink
+from runtime_core.sink import CopySink, HostSink
 
 HOST = "PYTHON"
 SIZE = 5 * (1 << 20) + 3  # several chunks, an odd length
@@ -64,7 +77,7 @@ def cold(monkeypatch, request):
     io_uring (``DISK_IO_URING=1``) with O_DIRECT (where the file system takes it), then buffered (``DISK_O_DIRECT``)."""
     monkeypatch.setenv("DISK_O_DIRECT", request.param)
     monkeypatch.setenv("DISK_IO_URING", "1")
-    monkeypatch.setattr(disk_device, "read_cached_prefix", lambda fds, dest, pos: (0, 0))
+    monkeypatch.setattr(disk_device, "read_cached", lambda fds, dest, pos, helper, piece: ([(0, dest.nbytes)], 0))
     monkeypatch.setattr(DiskFile, "resident", lambda self, start, end: np.zeros(-(-end // 4096) - start // 4096, bool))
 
 
@@ -152,7 +165,7 @@ def test_partly_cached_files_read_the_rest(view_of, monkeypatch):
         pages = np.arange(start // 4096, -(-end // 4096))
         return (pages // 512) % 2 == 0  # 2 MiB chunks alternate cached / not cached
     monkeypatch.setattr(DiskFile, "resident", every_other_chunk)
-    monkeypatch.setattr(disk_device, "read_cached_prefix", lambda fds, dest, pos: (0, 0))
+    monkeypatch.setattr(disk_device, "read_cached", lambda fds, dest, pos, helper, piece: ([(0, dest.nbytes)], 0))
     view, expected = view_of()
     np.testing.assert_array_equal(_to_host(view), expected)
     stats = view.dev.last_stats
@@ -470,3 +483,109 @@ def test_the_cached_prefix_read_stops_at_the_first_page_not_cached(make_file):
         pytest.skip("this file system keeps every page cached (tmpfs?): nothing to stop at")
     assert 0 < done <= 4 << 20 and calls >= 1
     assert bytes(dest[:done]) == data[:done].tobytes() and not any(dest[done:])
+
+
+def _page_cache_holding(data: np.ndarray, cold: tuple[int, int]):
+    """A stand-in for ``read_cached_prefix`` over ``data`` whose page cache holds everything but bytes ``cold``."""
+    def read(fds: FileFds, dest: memoryview, pos: int) -> tuple[int, int]:
+        end = pos + dest.nbytes
+        done = dest.nbytes if end <= cold[0] or pos >= cold[1] else max(0, cold[0] - pos)
+        dest[:done] = data[pos:pos + done].tobytes()
+        return done, 1
+    return read
+
+
+def _check_gaps(dest: bytearray, data: np.ndarray, gaps: list[tuple[int, int]]) -> None:
+    """``gaps`` are sorted, apart and inside ``dest``; every byte outside them is the file's."""
+    read = np.ones(len(dest), bool)
+    for (at, n), nxt in zip(gaps, gaps[1:] + [(len(dest) + 1, 0)]):
+        assert 0 <= at and n > 0 and at + n < nxt[0]
+        read[at:at + n] = False
+    np.testing.assert_array_equal(np.frombuffer(dest, np.uint8)[read], data[read])
+
+
+def test_two_threads_copy_every_piece_of_a_cached_file(make_file):
+    path, data = make_file((10 << 20) + 123)  # just written: in the page cache
+    fd = os.open(path, os.O_RDONLY)
+    dest = bytearray(data.size)
+    try:
+        with ThreadPoolExecutor(1) as helper:
+            gaps, calls = read_cached(FileFds(fd, name=path), memoryview(dest), 0, helper, piece=1 << 20)
+    finally:
+        os.close(fd)
+    assert gaps == [] and calls >= 11  # one call per piece at least
+    assert bytes(dest) == data.tobytes()
+
+
+@pytest.mark.parametrize("cold", [(3 << 20, 4 << 20), (5000, 9000), ((8 << 20) - 1, 8 << 20)])
+def test_two_threads_leave_what_the_page_cache_lacks(monkeypatch, cold):
+    data = np.random.default_rng(3).integers(0, 256, 8 << 20, dtype=np.uint8)
+    monkeypatch.setattr(readers, "read_cached_prefix", _page_cache_holding(data, cold))
+    dest = bytearray(data.size)
+    with ThreadPoolExecutor(1) as helper:
+        gaps, _ = read_cached(FileFds(-1), memoryview(dest), 0, helper, piece=1 << 20)
+    _check_gaps(dest, data, gaps)
+    assert any(at <= cold[0] and cold[1] <= at + n for at, n in gaps)  # the bytes not cached are left to read
+
+
+def test_a_file_whose_start_is_not_cached_is_left_whole_to_the_disk(monkeypatch):
+    data = np.arange(4 << 20, dtype=np.uint8)
+    monkeypatch.setattr(readers, "read_cached_prefix", _page_cache_holding(data, (4096, 8192)))
+    dest = bytearray(data.size)
+    with ThreadPoolExecutor(1) as helper:
+        gaps, calls = read_cached(FileFds(-1), memoryview(dest), 0, helper, piece=1 << 20)
+    assert gaps == [(4096, data.size - 4096)] and calls == 1  # no piece after the first was probed
+    _check_gaps(dest, data, gaps)
+
+
+def test_a_failed_piece_stops_both_threads_and_raises(monkeypatch):
+    data = np.zeros(8 << 20, np.uint8)
+    cached = _page_cache_holding(data, (0, 0))
+    seen: list[int] = []
+
+    def read(fds: FileFds, dest: memoryview, pos: int) -> tuple[int, int]:
+        seen.append(pos)
+        if pos == 2 << 20:
+            raise OSError(errno.EIO, f"reading the file at byte offset {pos} failed")
+        return cached(fds, dest, pos)
+    monkeypatch.setattr(readers, "read_cached_prefix", read)
+    with ThreadPoolExecutor(1) as helper, pytest.raises(OSError, match="byte offset 2097152"):
+        read_cached(FileFds(-1), memoryview(bytearray(data.size)), 0, helper, piece=1 << 20)
+    assert len(seen) < 8  # the pieces after the failure were not read
+    with pytest.raises(ValueError, match="positive number of bytes"):
+        read_cached(FileFds(-1), memoryview(bytearray(8)), 0, None, piece=0)
+
+
+def test_large_warm_copies_read_the_page_cache_on_two_threads(make_file, disk_buffer, monkeypatch):
+    monkeypatch.setattr(disk_device, "SPLIT_MIN", STREAM_MIN)
+    monkeypatch.setattr(disk_device, "PIECE", 1 << 20)
+    path, data = make_file((6 << 20) + 5)  # just written: in the page cache
+    buf = disk_buffer(path, data.size)
+    np.testing.assert_array_equal(_to_host(buf), data)
+    stats = buf.dev.last_stats
+    assert buf.dev.read_path == "page_cache" and stats.cached_bytes == data.size and stats.requests >= 7
+    def helpers() -> list[str]:
+        return [t.name for t in threading.enumerate() if t.name.startswith(f"DISK {buf.dev.file.target} read")]
+    assert len(helpers()) == 1
+    buf.dev.finalize()  # the helper thread ends with the device's other resources
+    assert helpers() == []
+
+
+@pytest.mark.usefixtures("needs_io_uring")
+def test_aligned_o_direct_reads_go_straight_into_host_memory(make_file, disk_buffer, monkeypatch):
+    monkeypatch.setenv("DISK_O_DIRECT", "1")
+    monkeypatch.setattr(disk_device, "read_cached", lambda fds, dest, pos, helper, piece: ([(0, dest.nbytes)], 0))
+    monkeypatch.setattr(DiskFile, "resident", lambda self, start, end: np.zeros(-(-end // 4096) - start // 4096, bool))
+    delivered: list[int] = []
+    real = HostSink.deliver
+    monkeypatch.setattr(HostSink, "deliver", lambda self, data, at, slot: delivered.append(at) or real(self, data, at, slot))
+    path, data = make_file((5 << 20) + 4096)
+    buf = disk_buffer(path, data.size)
+    with mmap.mmap(-1, data.size) as dest:  # page-aligned host memory
+        buf.copyout(memoryview(dest))
+        got = np.frombuffer(dest, np.uint8).copy()
+    np.testing.assert_array_equal(got, data)
+    stats = buf.dev.last_stats
+    if stats.direct_bytes == 0:
+        pytest.skip(f"this file system refuses O_DIRECT ({buf.dev.read_choice})")
+    assert stats.direct_bytes == data.size and delivered == []  # no staging buffer, no copy out of one

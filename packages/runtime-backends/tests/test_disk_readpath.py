@@ -1,4 +1,5 @@
-"""Which read each file's uncached bytes get: O_DIRECT on local NVMe, buffered elsewhere, and the overrides."""
+"""Which read each file's uncached bytes get: O_DIRECT on NVMe and virtio disks, buffered elsewhere, and the
+overrides."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from runtime_core import Buffer, dtypes
 
 @pytest.mark.parametrize("sysfs, direct, words", [
     ("/sys/devices/pci0000:00/0000:00:04.0/nvme/nvme0/nvme0n1/nvme0n1p2", True, "NVMe drive nvme0n1p2"),
-    ("/sys/devices/pci0000:00/0000:00:05.0/virtio2/block/vda", False, "block device vda"),
+    ("/sys/devices/pci0000:00/0000:00:05.0/virtio2/block/vda", True, "virtio disk vda"),
+    ("/sys/devices/pci0000:00/0000:00:01.1/ata1/host0/target0:0:0/0:0:0:0/block/sda", False, "block device sda"),
     ("/sys/devices/virtual/block/dm-0", False, "block device dm-0"),
     (None, False, "no block device of its own"),
 ])
@@ -43,7 +45,7 @@ def test_the_default_reads_buffered_storage_with_preadv_and_nvme_through_io_urin
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(disk_device, "storage_prefers_direct", lambda fd: (storage_direct, "O_DIRECT: test" if
                                                                            storage_direct else "buffered: test"))
-    monkeypatch.setattr(disk_device, "read_cached_prefix", lambda fds, dest, pos: (0, 0))
+    monkeypatch.setattr(disk_device, "read_cached", lambda fds, dest, pos, helper, piece: ([(0, dest.nbytes)], 0))
     monkeypatch.setattr(DiskFile, "resident", lambda self, start, end: np.zeros(-(-end // 4096) - start // 4096, bool))
     path, data = make_file(3 * STREAM_MIN + 5)
     buf = disk_buffer(path, data.size)
@@ -63,7 +65,7 @@ def test_buffered_cold_reads_hint_sequential_readahead(make_file, disk_buffer, m
     for name in ("DISK_IO_URING", "DISK_O_DIRECT"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(disk_device, "storage_prefers_direct", lambda fd: (False, "buffered: test"))
-    monkeypatch.setattr(disk_device, "read_cached_prefix", lambda fds, dest, pos: (0, 0))
+    monkeypatch.setattr(disk_device, "read_cached", lambda fds, dest, pos, helper, piece: ([(0, dest.nbytes)], 0))
     advice = []
     real = os.posix_fadvise
     monkeypatch.setattr(disk_device.os, "posix_fadvise", lambda fd, off, n, how: advice.append((off, n, how)) or

@@ -124,3 +124,20 @@ def test_a_new_cache_path_opens_a_new_connection(tmp_path, monkeypatch):
     monkeypatch.setenv("RUNTIME_CACHE_DB", str(tmp_path / "other.db"))
     assert c.compile_cached("a") == b"-O2:a" and c.calls == 2  # nothing of the first database leaks into the second
     assert (tmp_path / "other.db").exists()
+
+
+def test_a_database_deleted_while_open_is_recreated_before_the_next_write(cache_db):
+    """sqlite keeps writing into an unlinked file: the entry would vanish. The next write reopens the path instead."""
+    assert Echo().compile_cached("a") == b"-O2:a"
+    cache_db.unlink()
+    for suffix in ("-wal", "-shm"):
+        cache_db.with_name(cache_db.name + suffix).unlink(missing_ok=True)
+    assert Echo().compile_cached("b") == b"-O2:b"
+    with sqlite3.connect(cache_db) as conn:
+        rows = conn.execute("SELECT lib FROM compiled").fetchall()
+    assert rows == [(b"-O2:b",)]
+
+
+def test_a_source_that_is_no_utf8_text_is_a_value_error_naming_the_character():
+    with pytest.raises(ValueError, match="not UTF-8 text: surrogates not allowed at character 2"):
+        Echo().compile_cached("ab\ud800")

@@ -177,7 +177,7 @@ class _Run:
         None when a look failed (recorded)."""
         looks: list[_Look] = []
         while True:
-            look = self._look(self.open_set(len(looks))[0], nodeid, index, chosen)
+            look = self._look(len(looks), nodeid, index, chosen)
             if not look.outcome.ok:
                 _not_timed(nodeid, look.by_side(), self.result, self.progress)
                 return None
@@ -210,14 +210,18 @@ class _Run:
         self.records[side].append(benchmark_record(nodeid, finished, rounds.times[0], rounds.iterations[0], rounds,
                                                    clock=clock))
 
-    def _look(self, workers: Sequence[WorkerProcess], nodeid: str, index: int, chosen: set[int] | None) -> _Look:
+    def _look(self, k: int, nodeid: str, index: int, chosen: set[int] | None) -> _Look:
+        """Time ``nodeid`` on worker set ``k``. Set 0 runs every benchmark in turn and keeps each module's fixtures
+        for the next; a later set runs only undecided ones, so it tears each down completely."""
+        workers = self.open_set(k)[0]
         sides = _sides_of(len(workers) // 2, index)
         order = [2 * (position // 2) + side for position, side in enumerate(sides)]
         # a planted run: B spins inside its timed span, A as long right after its own, so both load the CPU alike
         timed = [Side(workers[i], self.planted or 1.0, untimed=not side) for i, side in zip(order, sides)]
         others = _OthersOnCpus(self.chooser, self.open_set.opened())
         outcome = run_same(timed, nodeid, look_budget(self.settings.budget_seconds), lambda _: float("inf"), chosen,
-                           lambda: self.chooser.pinned(self._own_seconds()), others if chosen is not None else None)
+                           lambda: self.chooser.pinned(self._own_seconds()), others if chosen is not None else None,
+                           keep=k == 0)
         return _Look(outcome, sides, others.cpus)
 
     def _record(self, nodeid: str, looks: Sequence[_Look], side: int, clock: str, threads: int) -> dict[str, Any]:

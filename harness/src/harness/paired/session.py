@@ -85,16 +85,18 @@ def collected(worker: WorkerProcess) -> Collected:
                      message.get("clock", "perf_counter"))
 
 
-def start(worker: WorkerProcess, nodeid: str) -> dict[str, Any]:
-    """Start ``nodeid``: the ``ready`` message when its benchmark call waits, else its ``done`` message."""
-    return worker.request("start", ("ready", "done"), nodeid=nodeid)
+def start(worker: WorkerProcess, nodeid: str, keep: bool = True) -> dict[str, Any]:
+    """Start ``nodeid``: the ``ready`` message when its benchmark call waits, else its ``done`` message. ``keep``:
+    its module's fixtures stay set up after it for the worker's next test of that module (``harness.paired.worker``);
+    false for a worker that may not run another test of that module soon (their memory would stay held)."""
+    return worker.request("start", ("ready", "done"), nodeid=nodeid, keep=keep)
 
 
-def start_all(workers: Sequence[WorkerProcess], nodeid: str) -> list[dict[str, Any]]:
+def start_all(workers: Sequence[WorkerProcess], nodeid: str, keep: bool = True) -> list[dict[str, Any]]:
     """``start`` on every worker at once: their setups run concurrently (the controller sends every request before
     it waits for the first answer); the answers in the order of ``workers``."""
     for worker in workers:
-        worker.send("start", nodeid=nodeid)
+        worker.send("start", nodeid=nodeid, keep=keep)
     return [worker.receive("ready", "done") for worker in workers]
 
 
@@ -116,16 +118,16 @@ def finish_all(workers: Sequence[WorkerProcess], reason: str | None = None) -> l
 
 def run_same(sides: Sequence[Side], nodeid: str, budget: Budget, spread: Callable[[list[np.ndarray]], float],
              cpus: set[int] | None = None, pinned: Callable[[], None] | None = None,
-             measured: Callable[[], None] | None = None) -> Outcome:
+             measured: Callable[[], None] | None = None, keep: bool = True) -> Outcome:
     """Run ``nodeid`` on the worker of every side (set up concurrently on all the CPUs this process may use,
     ``start_all``) and time its rounds in alternation, in the order of ``sides``, with every worker pinned to ``cpus``
     (None: left where it is; ``pinned`` is called once they are, ``measured`` after the last round, before the
     tests finish); a worker whose test ends before its timed call (skip, failure) makes
     the others skip theirs.
 
-    Every side makes the same calls per round (``time_alone_or_beside``'s ``same_calls``)."""
+    Every side makes the same calls per round (``time_alone_or_beside``'s ``same_calls``); ``keep`` as ``start``'s."""
     workers = [side.worker for side in sides]
-    ready = _start_pinned(workers, nodeid, cpus, pinned)
+    ready = _start_pinned(workers, nodeid, cpus, pinned, keep)
     if any(message["ev"] == "done" for message in ready):
         return Outcome(nodeid, _not_reached(workers, ready), None)
     try:
@@ -142,12 +144,12 @@ def run_same(sides: Sequence[Side], nodeid: str, budget: Budget, spread: Callabl
 
 
 def _start_pinned(workers: Sequence[WorkerProcess], nodeid: str, cpus: set[int] | None,
-                  pinned: Callable[[], None] | None) -> list[dict[str, Any]]:
+                  pinned: Callable[[], None] | None, keep: bool) -> list[dict[str, Any]]:
     """``start_all`` on every CPU this process may use, then pin every worker to ``cpus`` (if given) and call
     ``pinned``; the workers' answers."""
     if cpus is not None:
         _unpin(workers)
-    ready = start_all(workers, nodeid)
+    ready = start_all(workers, nodeid, keep)
     if cpus is not None:
         for worker in workers:
             worker.pin(cpus)

@@ -16,8 +16,10 @@ Protocol (controller -> worker ``op``, worker -> controller ``ev``):
   nodeid and text, of modules that did not import),
   ``machine_info`` and ``commit_info`` (pytest-benchmark's hooks, so the harness's machine facts are in them) and
   ``version`` (pytest-benchmark's);
-* ``start`` {nodeid}: run that test. When its body calls ``benchmark(fn)`` or ``benchmark.pedantic(...)`` the worker
-  sends ``ready`` {nodeid, group, extra_info, iterations (fixed by pedantic, else null)} and waits inside the call;
+* ``start`` {nodeid, keep}: run that test. Its module's fixtures stay set up after it when ``keep`` is true (the
+  default), until a test of another module starts (see below). When its body calls ``benchmark(fn)`` or
+  ``benchmark.pedantic(...)`` the worker sends ``ready`` {nodeid, group, extra_info, iterations (fixed by pedantic,
+  else null)} and waits inside the call;
   a test that ends without calling it (skip, failure) sends ``done`` at once;
 * while ready: ``time`` {iterations, rounds, stretch, untimed, warmup} runs ``rounds`` rounds of ``iterations`` calls
   each and answers ``times`` {t: seconds per round}; ``stretch`` > 1 lengthens every round to ``stretch`` times its
@@ -31,7 +33,10 @@ Protocol (controller -> worker ``op``, worker -> controller ``ev``):
   extra_info};
 * ``quit``: the session ends (exit status 0).
 
-Every test runs with full teardown (``nextitem=None``), because the controller chooses the order as it goes. Only one
+The controller chooses the order as it goes, so a test is torn down as if the next one were another test of its
+module (its own and its class's fixtures go; its module's and the session's stay, so a module's server process or
+input file is set up once per worker, not once per test), and a ``start`` first tears down whatever the test it names
+does not share (pytest's ``SetupState.teardown_exact``). With ``keep`` false a test is torn down completely. Only one
 worker is busy at a time: the controller waits for each answer before it sends the next command, so two workers
 never run at once on a machine of few cores.
 """
@@ -355,11 +360,18 @@ class WorkerPlugin:
             if command["op"] != "start" or command.get("nodeid") not in items:
                 self.channel.send(ev="error", message=f"unexpected command {command!r}")
                 continue
-            self._run(items[command["nodeid"]])
+            item = items[command["nodeid"]]
+            self._run(item, _sibling(item, session.items) if command.get("keep", True) else None)
 
-    def _run(self, item: pytest.Item) -> None:
+    def _run(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        """Run ``item``'s protocol, first tearing down what the previous test left set up that ``item`` does not
+        share, and then tearing it down as far as ``nextitem`` allows (None: completely)."""
         self.fixture, self.reports = None, []
-        item.ihook.pytest_runtest_protocol(item=item, nextitem=None)
+        try:
+            item.session._setupstate.teardown_exact(item)
+        except Exception as exc:  # a finalizer of the previous test's module: its test already passed or failed
+            print(f"harness worker: tearing down before {item.nodeid} raised {exc!r}", file=sys.stderr, flush=True)
+        item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
         outcome, message = "passed", ""
         for report in self.reports:
             if report.failed:
@@ -376,6 +388,14 @@ class WorkerPlugin:
             params=_plain(fixture.params) if fixture else None, param=fixture.param if fixture else None,
             extra_info=_plain(fixture.extra_info) if fixture else {},
         )
+
+
+def _sibling(item: pytest.Item, items: list[pytest.Item]) -> pytest.Item | None:
+    """Another test of ``item``'s module (the one its teardown keeps the module's fixtures for), else None."""
+    module = item.getparent(pytest.Module)
+    if module is None:
+        return None
+    return next((other for other in items if other is not item and other.getparent(pytest.Module) is module), None)
 
 
 def _run_info(config: pytest.Config) -> tuple[dict[str, Any], dict[str, Any], str]:

@@ -70,10 +70,14 @@ class Compiler:
         return type(self).__qualname__
 
     def cache_key(self, src: str) -> str:
-        """Hex sha256 key of ``src`` under this compiler's identity."""
+        """Hex sha256 key of ``src`` under this compiler's identity. Raises ValueError when ``src`` is no UTF-8 text
+        (a lone surrogate: no compiler could read it either)."""
         h = hashlib.sha256()
         for part in (str(_SCHEMA_VERSION), self.cachekey or "", self.identity(), src):
-            h.update(part.encode())
+            try:
+                h.update(part.encode())
+            except UnicodeEncodeError as exc:
+                raise ValueError(f"the source is not UTF-8 text: {exc.reason} at character {exc.start}") from None
             h.update(b"\0")
         return h.hexdigest()
 
@@ -112,6 +116,7 @@ class _Connections(threading.local):
 
     key: tuple[int, str | None] | None = None
     conn: sqlite3.Connection | None = None
+    file: tuple[int, int] | None = None  # (st_dev, st_ino) of the database the connection opened
 
     def __init__(self) -> None:
         self.memo: dict[MemoKey, bytes] = {}
@@ -120,8 +125,20 @@ class _Connections(threading.local):
         key = (os.getpid(), RUNTIME_CACHE_DB.get())
         if self.conn is None or self.key != key:
             # a connection from the parent process is abandoned, not closed
-            self.conn, self.key, self.memo = _connect(cache_path()), key, {}
+            path = cache_path()
+            self.conn, self.key, self.memo = _connect(path), key, {}
+            self.file = _file_id(path)
         return self.conn
+
+    def for_writing(self) -> sqlite3.Connection:
+        """``get``, reconnecting first when the database file was deleted or replaced since it was opened: sqlite
+        would write into the unlinked file, and the entry would be lost without a word (logged at INFO)."""
+        conn = self.get()
+        if _file_id(cache_path()) != self.file:
+            log.info("compile cache %s was deleted or replaced while open; reopening it", cache_path())
+            self.drop()
+            conn = self.get()
+        return conn
 
     def remember(self, memo_key: MemoKey, lib: bytes) -> None:
         """Keep ``lib`` for ``memo_key``; the memo starts over past ``_MEMO_ENTRIES`` entries."""
@@ -139,6 +156,15 @@ class _Connections(threading.local):
 
 
 _connections = _Connections()
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of ``path``, None when it does not exist."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 _LOCK_WAIT_S = 5.0  # how long a write waits for another process's lock before the result goes uncached (logged)
@@ -182,7 +208,7 @@ def _cache_get(memo_key: MemoKey, cache_key: Callable[[str], str]) -> bytes | No
 
 def _cache_put(memo_key: MemoKey, key: str, lib: bytes) -> None:
     try:
-        _connections.get().execute("INSERT OR REPLACE INTO compiled (key, digest, lib) VALUES (?, ?, ?)",
+        _connections.for_writing().execute("INSERT OR REPLACE INTO compiled (key, digest, lib) VALUES (?, ?, ?)",
                                    (key, hashlib.sha256(lib).hexdigest(), lib))
         _connections.remember(memo_key, lib)
     except (sqlite3.Error, OSError) as e:

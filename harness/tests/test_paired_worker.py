@@ -1,0 +1,66 @@
+"""The benchmark worker keeps a module's fixtures for the next test of that module, and only then."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.paired.process import WorkerProcess, close_all
+from harness.paired.session import PASSED, collected, start
+
+_MODULE = """
+import pytest
+
+@pytest.fixture(scope="module")
+def served():
+    with open({events!r}, "a") as f:
+        f.write("up {name}\\n")
+    yield
+    with open({events!r}, "a") as f:
+        f.write("down {name}\\n")
+
+def test_one(served):
+    pass
+
+def test_two(served):
+    pass
+"""
+
+
+@pytest.fixture
+def suite(tmp_path: Path) -> tuple[Path, Path]:
+    """Two test modules whose module-scoped fixture logs its setups and teardowns, and that log."""
+    events = tmp_path / "events.log"
+    for name in ("mod_a", "mod_b"):
+        (tmp_path / f"test_{name}.py").write_text(_MODULE.format(events=str(events), name=name))
+    return tmp_path, events
+
+
+def _run(suite: tuple[Path, Path], plan: list[tuple[str, bool]]) -> list[str]:
+    """Run ``plan`` ((test, keep) in turn) on one real worker and return the fixture events, after it quit."""
+    folder, events = suite
+    worker = WorkerProcess("w", sys.executable, folder, [str(folder), "-p", "no:cacheprovider", "-q"],
+                           dict(os.environ), folder / "w.log")
+    try:
+        names = list(collected(worker).items)
+        for test, keep in plan:
+            nodeid = next(n for n in names if n.endswith(test))
+            done = start(worker, nodeid, keep)
+            assert (done["ev"], done["outcome"]) == ("done", PASSED), done
+    finally:
+        close_all([worker])
+    return events.read_text().split("\n")[:-1]
+
+
+def test_a_module_is_set_up_once_for_its_tests_and_torn_down_when_another_module_starts(suite) -> None:
+    events = _run(suite, [("test_mod_a.py::test_one", True), ("test_mod_a.py::test_two", True),
+                          ("test_mod_b.py::test_one", True)])
+    assert events == ["up mod_a", "down mod_a", "up mod_b", "down mod_b"]
+
+
+def test_without_keep_a_test_is_torn_down_completely(suite) -> None:
+    events = _run(suite, [("test_mod_a.py::test_one", False), ("test_mod_a.py::test_two", False)])
+    assert events == ["up mod_a", "down mod_a", "up mod_a", "down mod_a"]
