@@ -168,6 +168,21 @@ def parse_exact_bounds(text: str) -> bool:
     return text.strip() == "1"
 
 
+def set_numba_cuda_driver(path: str) -> bool:
+    """Set numba-cuda's ``NUMBA_CUDA_DRIVER`` to ``path`` (for :func:`mock_gpu.install`), unless it is set already or
+    ``NUMBA_CUDA_USE_NVIDIA_BINDING`` turns numba-cuda's cuda-python driver path off; True if it was set."""
+    binding = os.environ.get("NUMBA_CUDA_USE_NVIDIA_BINDING", "").strip().lower()
+    if os.environ.get("NUMBA_CUDA_DRIVER") or binding in ("0", "false", "no", "off"):
+        return False
+    os.environ["NUMBA_CUDA_DRIVER"] = path
+    return True
+
+
+def clear_numba_cuda_driver() -> None:
+    """Remove the ``NUMBA_CUDA_DRIVER`` that :func:`set_numba_cuda_driver` set."""
+    os.environ.pop("NUMBA_CUDA_DRIVER", None)
+
+
 def load_config(environ: Mapping[str, str] | None = None) -> MockConfig:
     """Read MOCKGPU_DEVICES, MOCKGPU_ARCH, MOCKGPU_MEMORY, MOCKGPU_LAUNCH_TIMEOUT, MOCKGPU_DEFERRED and
     MOCKGPU_EXACT_BOUNDS from ``environ`` (default ``os.environ``).

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 import sys
 import types
+
+from .config import clear_numba_cuda_driver, set_numba_cuda_driver
 
 __all__ = ["install", "installed", "uninstall"]
 
 _saved: dict[str, tuple[types.ModuleType | None, object]] | None = None
-_NUMBA_DRIVER = "NUMBA_CUDA_DRIVER"
 _set_numba_driver = False
 
 
@@ -57,12 +57,9 @@ def install() -> None:
 
 def _point_numba_at_a_driver_library() -> None:
     global _set_numba_driver
-    if os.environ.get(_NUMBA_DRIVER) or os.environ.get("NUMBA_CUDA_USE_NVIDIA_BINDING", "").strip() in ("0", "false"):
-        return
     spec = importlib.util.find_spec("cuda.bindings.cydriver")
     if spec is not None and spec.origin:
-        os.environ[_NUMBA_DRIVER] = spec.origin
-        _set_numba_driver = True
+        _set_numba_driver = set_numba_cuda_driver(spec.origin)
 
 
 def uninstall() -> None:
@@ -71,7 +68,7 @@ def uninstall() -> None:
     if _saved is None:
         return
     if _set_numba_driver:
-        os.environ.pop(_NUMBA_DRIVER, None)
+        clear_numba_cuda_driver()
         _set_numba_driver = False
     for name, (module, attribute) in _saved.items():
         parent_name, _, leaf = name.rpartition(".")
