@@ -36,10 +36,10 @@ def compile_cuda(src: str, arch: str = "compute_90") -> str:
 
 
 class Device:
-    """One AddressSpace with a bound module; buffers as numpy round trips."""
+    """One AddressSpace (``exact_bounds`` as AddressSpace's) with a bound module; buffers as numpy round trips."""
 
-    def __init__(self, ptx_text: str) -> None:
-        self.space = AddressSpace({0: 1 << 32})
+    def __init__(self, ptx_text: str, *, exact_bounds: bool = False) -> None:
+        self.space = AddressSpace({0: 1 << 32}, exact_bounds=exact_bounds)
         self.module = ptx.load_module(ptx_text)
         self.module.bind(self.space, 0)
 

@@ -13,6 +13,7 @@ from _driver_util import check
 
 import mock_gpu
 from mock_gpu import driver as cu
+from mock_gpu.config import SETTINGS
 
 
 @pytest.fixture
@@ -20,8 +21,8 @@ def make_system(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Any]]
     """Start a fresh system with the given MOCKGPU_* variables; returns the current (primary) context of device 0."""
 
     def start(**env: str) -> Any:
-        for name in ("MOCKGPU_DEVICES", "MOCKGPU_ARCH", "MOCKGPU_MEMORY", "MOCKGPU_LAUNCH_TIMEOUT", "MOCKGPU_DEFERRED"):
-            monkeypatch.delenv(name, raising=False)
+        for var in SETTINGS:
+            monkeypatch.delenv(var.name, raising=False)
         for key, value in env.items():
             monkeypatch.setenv(f"MOCKGPU_{key.upper()}", value)
         mock_gpu.reset()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mock_gpu.address_space import BASE_ADDRESS, AddressSpace, MemoryFault, OutOfMemory
+from mock_gpu.address_space import ALLOC_ALIGN, BASE_ADDRESS, AddressSpace, MemoryFault, OutOfMemory, PaddingAccess
 
 
 @pytest.fixture
@@ -71,11 +71,11 @@ def test_vectorized_load_store_across_allocations(space):
 
 def test_vectorized_fault_reports_first_bad_position(space):
     a = space.alloc(64)
-    addrs = np.array([a, a + 60, a + 64, 8], dtype=np.uint64)
+    addrs = np.array([a, a + 60, a + 256, 8], dtype=np.uint64)  # a + 256: past the 256-byte granule
     with pytest.raises(MemoryFault) as e:
         space.load(addrs, np.float32)
-    assert (e.value.kind, e.value.position, e.value.address, e.value.size) == ("out-of-bounds", 2, a + 64, 4)
-    assert "0 bytes past its end" in str(e.value)
+    assert (e.value.kind, e.value.position, e.value.address, e.value.size) == ("out-of-bounds", 2, a + 256, 4)
+    assert "192 bytes past its end" in str(e.value)
     with pytest.raises(MemoryFault) as e:
         space.load(np.array([8], dtype=np.uint64), np.float32)
     assert e.value.kind == "null"
@@ -86,3 +86,48 @@ def test_misaligned_vector_access(space):
     with pytest.raises(MemoryFault) as e:
         space.load(np.array([a + 4], dtype=np.uint64), np.float32, count=4)
     assert e.value.kind == "misaligned"
+
+
+@pytest.mark.parametrize("many", [False, True], ids=["one-allocation", "several-allocations"])
+def test_kernel_access_into_the_granule_padding_is_recorded_not_a_fault(space, many):
+    assert ALLOC_ALIGN == 256  # the alignment cudaMalloc guarantees (CUDA C++ Programming Guide)
+    a = space.alloc(44)
+    other = space.alloc(16)
+    space.store(np.array([a + 40], dtype=np.uint64), np.array([7], dtype=np.int32))
+    addrs = np.array([a + 40, a + 44, a + 252] + ([other] if many else []), dtype=np.uint64)
+    assert space.load(addrs, np.int32).tolist() == [7, 0, 0] + ([0] if many else [])
+    assert space.take_padding_access() == PaddingAccess(address=a + 44, size_accessed=4, base=a, size=44)
+    assert space.take_padding_access() is None  # taken
+    space.load(np.array([a + 40], dtype=np.uint64), np.int32)
+    assert space.take_padding_access() is None  # inside the requested size: nothing to report
+
+
+def test_the_granule_ends_the_padding(space):
+    a = space.alloc(44)
+    with pytest.raises(MemoryFault) as e:
+        space.load(np.array([a, a + 256], dtype=np.uint64), np.int32)
+    assert (e.value.kind, e.value.address) == ("out-of-bounds", a + 256)
+    with pytest.raises(MemoryFault):  # 4 bytes of which the last 2 lie past the granule
+        space.load(np.array([a + 254], dtype=np.uint64), np.int16, count=2)
+
+
+@pytest.mark.parametrize("many", [False, True], ids=["one-allocation", "several-allocations"])
+def test_exact_bounds_faults_at_the_requested_size(many):
+    space = AddressSpace({0: 1 << 20}, exact_bounds=True)
+    a = space.alloc(44)
+    other = space.alloc(16)
+    addrs = np.array(([other] if many else []) + [a + 40, a + 44], dtype=np.uint64)
+    with pytest.raises(MemoryFault) as e:
+        space.load(addrs, np.int32)
+    assert (e.value.kind, e.value.address, e.value.position) == ("out-of-bounds", a + 44, len(addrs) - 1)
+    assert "0 bytes past its end" in str(e.value)
+
+
+def test_host_copies_and_mappings_have_no_padding(space):
+    a = space.alloc(44)
+    with pytest.raises(MemoryFault):
+        space.read(a, 48)
+    host = np.zeros(44, dtype=np.uint8)
+    space.map(int(host.ctypes.data), host, 0)
+    with pytest.raises(MemoryFault):
+        space.load(np.array([host.ctypes.data + 44], dtype=np.uint64), np.int32)

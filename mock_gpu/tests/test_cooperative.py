@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from _driver_util import I32, PTR, check, from_device, load, to_device
+from _driver_util import I32, PTR, check, from_device, load, report, to_device
 
 from mock_gpu import driver as cu
 
@@ -61,3 +61,59 @@ def test_a_cooperative_grid_must_fit_the_device_at_once(ctx: Any) -> None:
     too_many = sms * per_sm + 1
     assert cu.cuLaunchCooperativeKernel(fn, too_many, 1, 1, 1024, 1, 1, 0, None, _args(x, x, 0)) == \
         (R.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,)
+
+
+EARLY_EXIT = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+extern "C" __global__ void early_exit(int *x, int skipping) {
+    cg::grid_group grid = cg::this_grid();
+    if (blockIdx.x < skipping) return;  // these blocks never reach the grid-wide barrier
+    x[grid.thread_rank()] = 1;
+    grid.sync();
+    x[grid.thread_rank()] += 1;
+}
+"""
+
+
+def test_a_grid_sync_some_blocks_never_reach_is_a_deadlock_reported_at_once(make_system: Any) -> None:
+    """Block 0 returns before grid.sync(): the other blocks could wait forever (a GPU hangs). With every other
+    thread spinning or parked at a barrier, the emulator reports it at once, long before the launch timeout."""
+    make_system(launch_timeout="3600")
+    fn = load(EARLY_EXIT, "early_exit", includes=True)[1][0]
+    x = to_device(np.zeros(4 * 32, np.int32))
+    check(cu.cuLaunchCooperativeKernel(fn, 4, 1, 1, 32, 1, 1, 0, None, ((x, 1), (PTR, I32))))
+    assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_LAUNCH_TIMEOUT,)
+    text = report()
+    assert "deadlock" in text and "early_exit" in text and "(0, 0, 0) exited" in text, text
+    check(cu.cuDevicePrimaryCtxReset(0))
+
+
+def test_a_grid_sync_every_block_reaches_completes(ctx: Any) -> None:
+    fn = load(EARLY_EXIT, "early_exit", includes=True)[1][0]
+    x = to_device(np.zeros(4 * 32, np.int32))
+    check(cu.cuLaunchCooperativeKernel(fn, 4, 1, 1, 32, 1, 1, 0, None, ((x, 0), (PTR, I32))))
+    check(cu.cuCtxSynchronize())
+    np.testing.assert_array_equal(from_device(x, 4 * 32, np.int32), 2)
+
+
+HANDOFF = r"""
+extern "C" __global__ void handoff(volatile int *flag, int *out) {
+    if (threadIdx.x >= 32) {
+        while (*flag == 0) { }  // warp 1 waits for warp 0, as independent thread scheduling allows
+        out[threadIdx.x] = *flag + 1;
+    } else {
+        if (threadIdx.x == 0) *flag = 41;
+        out[threadIdx.x] = 1;
+    }
+}
+"""
+
+
+def test_a_spinning_warp_lets_the_warp_it_waits_for_run(make_system: Any) -> None:
+    make_system(launch_timeout="120")
+    fn = load(HANDOFF, "handoff")[1][0]
+    flag, out = to_device(np.zeros(1, np.int32)), to_device(np.zeros(64, np.int32))
+    check(cu.cuLaunchKernel(fn, 1, 1, 1, 64, 1, 1, 0, None, ((flag, out), (PTR, PTR)), 0))
+    check(cu.cuCtxSynchronize())
+    np.testing.assert_array_equal(from_device(out, 64, np.int32), [1] * 32 + [42] * 32)

@@ -26,6 +26,7 @@ from _driver_util import F32, F64, I32, PTR, check, cuda_include_dir, from_devic
 
 import mock_gpu
 from mock_gpu import driver as cu
+from mock_gpu.config import SETTINGS
 
 CORPUS = r"""
 #include <cuda_fp16.h>
@@ -439,8 +440,8 @@ def loaded(config: str, corpus_ptx: bytes, monkeypatch: pytest.MonkeyPatch) -> A
     when another test has reset the emulated system in between (as other test modules do, e.g. under xdist)."""
     module = _LOADED.get(config)
     if module is None or cu.cuModuleGetFunction(module, b"softmax")[0] != cu.CUresult.CUDA_SUCCESS:
-        for name in ("MOCKGPU_DEVICES", "MOCKGPU_ARCH", "MOCKGPU_MEMORY", "MOCKGPU_LAUNCH_TIMEOUT", "MOCKGPU_DEFERRED"):
-            monkeypatch.delenv(name, raising=False)
+        for var in SETTINGS:
+            monkeypatch.delenv(var.name, raising=False)
         mock_gpu.reset()
         _LOADED.clear()
         check(cu.cuInit(0))

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ctypes
+import logging
 import re
 
 import numpy as np
+import pytest
 from _driver_util import I32, PTR, check, compile_cuda, from_device, launch, load, report, to_device
 
 from mock_gpu import driver as cu
@@ -15,20 +17,39 @@ STORE = r'''extern "C" __global__ void fill(float* out, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) out[i] = (float)i; }'''
 
 
-def test_out_of_bounds_store_is_illegal_address_and_sticky(ctx) -> None:
+@pytest.mark.parametrize(("exact", "n", "first_bad"), [("1", 101, 100), ("0", 129, 128)], ids=["exact", "granule"])
+def test_out_of_bounds_store_is_illegal_address_and_sticky(make_system, exact, n, first_bad) -> None:
+    make_system(exact_bounds=exact)
     _, (fn,) = load(STORE, "fill")
-    out = check(cu.cuMemAlloc(100 * 4))
-    check(launch(fn, (1, 1, 1), (128, 1, 1), [(out, PTR), (101, I32)]))  # the fault shows when the kernel runs
+    out = check(cu.cuMemAlloc(100 * 4))  # its granule ends at 512 bytes: float 128
+    check(launch(fn, (1, 1, 1), (256, 1, 1), [(out, PTR), (n, I32)]))  # the fault shows when the kernel runs
     assert cu.cuStreamSynchronize(None) == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
     text = report()
     assert "fill" in text and "out-of-bounds" in text
-    assert f"{int(out) + 400:#x}" in text  # thread 100 stores one float past the 400-byte buffer
-    assert re.search(r"thread\D*100\b", text), text
+    assert f"{int(out) + 4 * first_bad:#x}" in text
+    assert re.search(rf"thread\D*{first_bad}\b", text), text
     # sticky: every later call on the context fails the same way, until the primary context is reset
     assert cu.cuMemAlloc(16) == (R.CUDA_ERROR_ILLEGAL_ADDRESS, None)
     assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
     check(cu.cuDevicePrimaryCtxReset(0))
     check(cu.cuMemAlloc(16))
+
+
+def test_a_store_into_the_granule_padding_runs_and_warns_once_per_kernel(ctx, caplog) -> None:
+    """tinygrad's conv1d kernel reads 4 bytes past a 44-byte buffer: a GPU does not fault inside the allocation's
+    256-byte granule, so neither does the mock; it warns, once per kernel."""
+    _, (fn,) = load(STORE, "fill")
+    out = check(cu.cuMemAlloc(11 * 4))
+    with caplog.at_level(logging.WARNING, logger="mock_gpu"):
+        for _ in range(2):
+            check(launch(fn, (1, 1, 1), (32, 1, 1), [(out, PTR), (12, I32)]))
+            check(cu.cuCtxSynchronize())
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "'fill'" in warnings[0] and f"{int(out) + 44:#x}" in warnings[0]
+    assert "ends 4 bytes past the end of the 44-byte allocation" in warnings[0]
+    assert from_device(out, 11, np.float32).tolist() == list(range(11))
+    check(cu.cuMemFree(out))
 
 
 def test_use_after_free_is_illegal_address(ctx) -> None:

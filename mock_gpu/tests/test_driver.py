@@ -36,7 +36,8 @@ def test_parse_arch(text: str, cc: tuple[int, int]) -> None:
 
 
 @pytest.mark.parametrize("env", [{"MOCKGPU_MEMORY": "lots"}, {"MOCKGPU_MEMORY": "0"}, {"MOCKGPU_ARCH": "sm_42"},
-                                 {"MOCKGPU_DEVICES": "0"}, {"MOCKGPU_DEVICES": "two"}])
+                                 {"MOCKGPU_DEVICES": "0"}, {"MOCKGPU_DEVICES": "two"},
+                                 {"MOCKGPU_EXACT_BOUNDS": "yes"}, {"MOCKGPU_DEFERRED": "2"}])
 def test_invalid_config_is_rejected(env: dict[str, str]) -> None:
     with pytest.raises(ConfigError, match=next(iter(env))):
         load_config(env)

@@ -334,3 +334,19 @@ def test_environment_garbage_makes_cuinit_invalid_value(make_system: Any, env: d
         make_system(**env)
     (name, value), = env.items()
     assert f"MOCKGPU_{name.upper()}={value!r}" in report()
+
+
+@pytest.mark.parametrize("call", [
+    lambda: cu.cuTexObjectCreate(None, cu.CUDA_TEXTURE_DESC(), None),
+    lambda: cu.cuMemPoolCreate(None),
+    lambda: cu.cuMemGetAllocationGranularity(None, 0),
+    lambda: cu.cuMemCreate(2 << 20, None, 0),
+    lambda: cu.cuGraphAddMemAllocNode(cu.cuGraphCreate(0)[1], None, 0, None),
+    lambda: cu.cuGraphAddKernelNode(cu.cuGraphCreate(0)[1], None, 0, None),
+], ids=["cuTexObjectCreate", "cuMemPoolCreate", "cuMemGetAllocationGranularity", "cuMemCreate",
+        "cuGraphAddMemAllocNode", "cuGraphAddKernelNode"])
+def test_none_for_a_struct_is_a_null_pointer_the_driver_refuses(ctx: Any, call: Any) -> None:
+    """cuda-python passes None for a struct pointer as NULL: the driver's CUDA_ERROR_INVALID_VALUE, never an
+    AttributeError; the context goes on."""
+    assert call()[0] == R.CUDA_ERROR_INVALID_VALUE
+    check(cu.cuCtxSynchronize())

@@ -60,3 +60,46 @@ def test_a_test_suite_runs_with_the_legacy_names(tmp_path: Path) -> None:
                           check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
+
+
+def _numba_cuda_can_compile() -> bool:
+    """numba-cuda and the NVVM and NVRTC it compiles with, where it looks for them (its CUDA 12 wheels' folders, a
+    toolkit at CUDA_HOME), are installed."""
+    try:
+        from numba.cuda.cudadrv.libs import get_cudalib
+    except ImportError:
+        return False
+    return Path(get_cudalib("nvvm")).is_file() and Path(get_cudalib("nvrtc")).is_file()
+
+
+@pytest.mark.skipif(not _numba_cuda_can_compile(), reason="needs numba-cuda with NVVM and NVRTC where it looks "
+                    "(pip install numba-cuda nvidia-cuda-nvcc-cu12 nvidia-cuda-nvrtc-cu12)")
+def test_a_numba_cuda_kernel_runs_unmodified() -> None:
+    done = run_program(PROGRAMS / "numba_vector_add.py")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS" in done.stdout
+
+
+def test_install_lets_numba_cuda_find_a_driver_library_only_where_it_uses_cuda_python(monkeypatch) -> None:
+    """numba-cuda opens a driver library before it makes its calls through cuda.bindings.driver: install() names
+    one that opens (cuda-python's own) unless the user named one or chose numba-cuda's ctypes driver path."""
+    import ctypes
+
+    import mock_gpu
+
+    monkeypatch.delenv("NUMBA_CUDA_DRIVER", raising=False)
+    monkeypatch.delenv("NUMBA_CUDA_USE_NVIDIA_BINDING", raising=False)
+    mock_gpu.install()
+    try:
+        ctypes.CDLL(os.environ["NUMBA_CUDA_DRIVER"])
+        from cuda.bindings import nvjitlink
+        assert nvjitlink is mock_gpu.nvjitlink
+    finally:
+        mock_gpu.uninstall()
+    assert "NUMBA_CUDA_DRIVER" not in os.environ
+    monkeypatch.setenv("NUMBA_CUDA_USE_NVIDIA_BINDING", "0")
+    mock_gpu.install()
+    try:
+        assert "NUMBA_CUDA_DRIVER" not in os.environ
+    finally:
+        mock_gpu.uninstall()

@@ -390,7 +390,7 @@ FAULTS = HEADER + """
 
 
 def test_global_out_of_bounds_names_kernel_block_thread():
-    dev = Device(FAULTS)
+    dev = Device(FAULTS, exact_bounds=True)
     out = dev.space.alloc(40)
     with pytest.raises(MemoryFault) as e:
         dev.run("oob", (2, 1, 1), (16, 1, 1), out, 10)

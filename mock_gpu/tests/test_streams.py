@@ -170,11 +170,12 @@ def test_event_elapsed_time_spans_the_emulated_work_between_records(ctx: Any) ->
     assert check(cu.cuEventElapsedTime(end, start)) < 0.0
 
 
-def test_a_kernel_fault_surfaces_at_the_synchronize_with_its_report(ctx: Any,
+def test_a_kernel_fault_surfaces_at_the_synchronize_with_its_report(make_system: Any,
                                                                     caplog: pytest.LogCaptureFixture) -> None:
     """The launch succeeds (the kernel has not run); the call that waits returns the sticky error, and the report
     naming kernel, block, thread and address is in the mock_gpu log and last_error_report(); cuGetErrorString
     gives the driver's own text."""
+    make_system(exact_bounds="1")
     fn = kernels()["fill"]
     stream = check(cu.cuStreamCreate(NON_BLOCKING))
     out = check(cu.cuMemAlloc(100 * 4))
@@ -195,7 +196,7 @@ def test_a_kernel_fault_surfaces_at_the_synchronize_with_its_report(ctx: Any,
 
 
 def test_immediate_mode_runs_each_work_when_it_is_enqueued(make_system: Any) -> None:
-    make_system(deferred="0")
+    make_system(deferred="0", exact_bounds="1")
     fn = kernels()["fill"]
     stream = check(cu.cuStreamCreate(NON_BLOCKING))
     staging = pinned(64)

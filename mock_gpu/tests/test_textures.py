@@ -174,3 +174,40 @@ def test_arrays_too_large_for_the_device_or_its_limits_are_refused(ctx) -> None:
     assert cu.cuArray3DCreate(desc)[0] == cu.CUresult.CUDA_ERROR_INVALID_VALUE
     desc.Width, desc.Height, desc.Depth = 1 << 16, 1 << 16, 1 << 12  # 64 TiB: within the limits, not the memory
     assert cu.cuArray3DCreate(desc)[0] == cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY
+
+
+def test_arrays_count_in_the_device_memory_in_use(make_system) -> None:
+    """cuMemGetInfo's free bytes shrink by an array's texels (its memory is device memory) and grow back when it is
+    destroyed; an array larger than what is left is CUDA_ERROR_OUT_OF_MEMORY."""
+    make_system(memory="16MiB")
+    free, total = check(cu.cuMemGetInfo())
+    desc = cu.CUDA_ARRAY3D_DESCRIPTOR()
+    desc.Format, desc.NumChannels, desc.Width, desc.Height = cu.CUarray_format.CU_AD_FORMAT_FLOAT, 4, 256, 1024
+    array = check(cu.cuArray3DCreate(desc))  # 256 x 1024 texels of 16 bytes: 4 MiB
+    assert check(cu.cuMemGetInfo()) == (free - (4 << 20), total)
+    desc.Height = 3 * 1024 + 1  # 12 MiB and 4 KiB: more than the 12 MiB left
+    assert cu.cuArray3DCreate(desc) == (cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY, None)
+    check(cu.cuArrayDestroy(array))
+    assert check(cu.cuMemGetInfo()) == (free, total)
+
+
+def test_a_null_descriptor_is_invalid_value_and_a_wrong_type_a_type_error(ctx) -> None:
+    """cuda-python passes None as NULL, which the driver answers with CUDA_ERROR_INVALID_VALUE; another type is the
+    TypeError of its typed argument."""
+    res, tdesc = cu.CUDA_RESOURCE_DESC(), cu.CUDA_TEXTURE_DESC()
+    assert cu.cuTexObjectCreate(None, tdesc, None) == (cu.CUresult.CUDA_ERROR_INVALID_VALUE, None)
+    assert cu.cuTexObjectCreate(res, None, None) == (cu.CUresult.CUDA_ERROR_INVALID_VALUE, None)
+    with pytest.raises(TypeError, match="pResDesc"):
+        cu.cuTexObjectCreate(0, tdesc, None)
+
+
+def test_a_runtime_texture_over_a_freed_array_is_an_invalid_resource_handle(ctx) -> None:
+    channel = check(rt.cudaCreateChannelDesc(32, 0, 0, 0, rt.cudaChannelFormatKind.cudaChannelFormatKindFloat))
+    array = check(rt.cudaMalloc3DArray(channel, rt.make_cudaExtent(4, 4, 0), 0))
+    check(rt.cudaFreeArray(array))
+    res = rt.cudaResourceDesc()
+    res.resType, res.res.array.array = rt.cudaResourceType.cudaResourceTypeArray, array
+    bad = rt.cudaError_t.cudaErrorInvalidResourceHandle
+    assert rt.cudaCreateTextureObject(res, rt.cudaTextureDesc(), None) == (bad, None)
+    assert rt.cudaGetLastError() == (bad,)
+    assert rt.cudaCreateTextureObject(None, rt.cudaTextureDesc(), None)[0] == rt.cudaError_t.cudaErrorInvalidValue

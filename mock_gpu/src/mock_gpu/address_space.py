@@ -4,21 +4,31 @@ Every mock device shares one flat 64-bit address space (like CUDA's unified virt
 handed out by a bump pointer starting at ``1 << 40`` and are never reused, with an unmapped guard gap after each one, so
 an access just past the end of a buffer, or to a freed buffer, is always detected instead of landing in a neighbour.
 Every access is checked against the live allocations; a bad one raises :class:`MemoryFault`.
+
+Kernels may touch the padding of a device allocation: the bytes from its requested size up to the next multiple of
+:data:`ALLOC_ALIGN` (256). The CUDA C++ Programming Guide ("Device Memory Accesses") guarantees that every address
+cuMemAlloc/cudaMalloc returns is aligned to at least 256 bytes, so the driver hands out memory in granules of at least
+that size and a kernel reading a few bytes past a buffer's end does not fault on a GPU (real granules, pages of 2 MiB,
+are far larger; 256 bytes is the smallest the documentation allows). Such an access is recorded
+(:meth:`AddressSpace.take_padding_access`) so that the driver can warn about it. With ``exact_bounds`` (the mock's
+``MOCKGPU_EXACT_BOUNDS=1``, like compute-sanitizer's memcheck) it faults instead. Host copies (cuMemcpy*, cuMemset*)
+are always checked against the requested size, as the driver checks them against the allocation's range.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections import deque
+from typing import NamedTuple
 
 import numpy as np
 
 from .texture import TextureTable
 
-__all__ = ["AddressSpace", "MemoryFault", "OutOfMemory", "BASE_ADDRESS", "ALLOC_ALIGN"]
+__all__ = ["AddressSpace", "MemoryFault", "OutOfMemory", "PaddingAccess", "BASE_ADDRESS", "ALLOC_ALIGN"]
 
 BASE_ADDRESS = 1 << 40
-ALLOC_ALIGN = 256
+ALLOC_ALIGN = 256  # alignment and granule of device allocations (CUDA C++ Programming Guide, "Device Memory Accesses")
 _GUARD = 4096  # unmapped bytes after every allocation
 _NULL_LIMIT = 1 << 16  # addresses below this are reported as null-pointer accesses
 _FREED_HISTORY = 4096
@@ -61,15 +71,26 @@ class OutOfMemory(Exception):
     """A device allocation does not fit in the remaining capacity (the mock of CUDA_ERROR_OUT_OF_MEMORY)."""
 
 
+class PaddingAccess(NamedTuple):
+    """A kernel access that ran past a device allocation's requested ``size`` into its padding: the first bad
+    ``address`` and its access ``size_accessed`` in bytes, the allocation's ``base`` and requested ``size``."""
+
+    address: int
+    size_accessed: int
+    base: int
+    size: int
+
+
 class AddressSpace:
     """The device address space of all mock devices of one emulated system.
 
     ``capacity`` maps device ordinal -> bytes available on it. Pointers returned by :meth:`alloc` are >= 2**40,
     256-byte aligned, never reused after :meth:`free`. Memory is zero-initialized (deterministic; real CUDA leaves it
-    undefined).
+    undefined). ``exact_bounds``: kernel accesses fault past the requested size of a device allocation; otherwise
+    only past its size rounded up to :data:`ALLOC_ALIGN` (see the module's docstring).
     """
 
-    def __init__(self, capacity: dict[int, int]) -> None:
+    def __init__(self, capacity: dict[int, int], *, exact_bounds: bool = False) -> None:
         for dev, cap in capacity.items():
             if not isinstance(dev, int) or not isinstance(cap, int) or cap < 0 or dev < 0:
                 raise ValueError(f"capacity must map device ordinals >= 0 to byte counts >= 0, got {dev!r}: {cap!r}")
@@ -79,7 +100,9 @@ class AddressSpace:
         self._bases: list[int] = []
         self._allocs: dict[int, tuple[int, int, np.ndarray]] = {}  # base -> (size, device, backing bytes)
         self._freed: deque[tuple[int, int, int]] = deque(maxlen=_FREED_HISTORY)
-        self._arrays: tuple[np.ndarray, np.ndarray] | None = None  # cached (bases, ends) as uint64
+        self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # cached bases, ends, limits (uint64)
+        self.exact_bounds = exact_bounds
+        self._padding_access: PaddingAccess | None = None
         self.textures = TextureTable()  # texture objects, which kernels reach by handle as they reach memory
 
     # ----- allocation -----
@@ -94,17 +117,26 @@ class AddressSpace:
         if not isinstance(size, (int, np.integer)) or size <= 0:
             raise ValueError(f"allocation size must be a positive number of bytes, got {size!r}")
         size = int(size)
-        if self._used[device] + size > self._capacity[device]:
-            raise OutOfMemory(f"cannot allocate {size} bytes on device {device}: {self._used[device]} of "
-                              f"{self._capacity[device]} bytes are in use; free buffers or lower the demand")
+        self.charge(device, size)
         base = self._next
         padded = -(-size // ALLOC_ALIGN) * ALLOC_ALIGN
         self._allocs[base] = (size, device, np.zeros(padded, dtype=np.uint8))
         bisect.insort(self._bases, base)  # host mappings may lie above the bump pointer
         self._next = base + padded + _GUARD
-        self._used[device] += size
         self._arrays = None
         return base
+
+    def charge(self, device: int, nbytes: int) -> None:
+        """Count ``nbytes`` of device memory that lives outside the address space (CUDA arrays, cuMemCreate physical
+        memory) as used on ``device``; OutOfMemory (nothing counted) when it exceeds the remaining capacity."""
+        if self._used[device] + nbytes > self._capacity[device]:
+            raise OutOfMemory(f"cannot allocate {nbytes} bytes on device {device}: {self._used[device]} of "
+                              f"{self._capacity[device]} bytes are in use; free buffers or lower the demand")
+        self._used[device] += nbytes
+
+    def refund(self, device: int, nbytes: int) -> None:
+        """Give back ``nbytes`` counted by :meth:`charge` on ``device``."""
+        self._used[device] -= nbytes
 
     def free(self, ptr: int) -> None:
         """Free the allocation whose base is ``ptr``; ValueError if ``ptr`` is not the base of a live allocation."""
@@ -176,6 +208,12 @@ class AddressSpace:
     def capacity(self, device: int) -> int:
         """Total bytes of ``device``."""
         return self._capacity[device]
+
+    def take_padding_access(self) -> PaddingAccess | None:
+        """The first kernel access into an allocation's padding since the last call (None if there was none), and
+        forget it."""
+        found, self._padding_access = self._padding_access, None
+        return found
 
     # ----- host-side byte access (cuMemcpy*, cuMemset*) -----
     def _host_range(self, ptr: int, nbytes: int) -> tuple[np.ndarray, int]:
@@ -253,12 +291,23 @@ class AddressSpace:
             self.write(ptr, bytes(pattern) * int(count))
 
     # ----- vectorized device access -----
-    def _sorted_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+    def _sorted_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Bases, ends (requested sizes) and the ends kernels may reach (the backing, padded for device memory)."""
         if self._arrays is None:
             bases = np.array(self._bases, dtype=np.uint64)
             ends = np.array([b + self._allocs[b][0] for b in self._bases], dtype=np.uint64)
-            self._arrays = (bases, ends)
+            limits = ends if self.exact_bounds else bases + np.array(
+                [self._allocs[b][2].size for b in self._bases], dtype=np.uint64)
+            self._arrays = (bases, ends, limits)
         return self._arrays
+
+    def _limit(self, base: int) -> int:
+        size, _, buf = self._allocs[base]
+        return base + (size if self.exact_bounds else buf.size)
+
+    def _note_padding(self, address: int, size: int, base: int) -> None:
+        if self._padding_access is None:
+            self._padding_access = PaddingAccess(address, size, base, self._allocs[base][0])
 
     def resolve(self, addrs: np.ndarray, size: int, align: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
         """Map device addresses to backing storage, checking bounds and alignment of every access.
@@ -267,7 +316,8 @@ class AddressSpace:
         alignment in bytes (a power of two, 1 for none). Returns a list of ``(backing uint8 array, byte offsets as
         np.int64, positions)`` with one entry per allocation touched; ``positions`` indexes ``addrs`` (None means all,
         in order). Raises MemoryFault (``position`` = index of the first bad access) for an access that is misaligned,
-        not entirely inside one live allocation, to freed memory or near null.
+        not entirely inside one live allocation (its padding included unless ``exact_bounds``), to freed memory or
+        near null; an access into the padding is recorded (:meth:`take_padding_access`).
         """
         addrs = np.asarray(addrs, dtype=np.uint64)
         if addrs.size == 0:
@@ -283,20 +333,27 @@ class AddressSpace:
         if i >= 0:
             base = self._bases[i]
             asize, _, buf = self._allocs[base]
-            if hi + size <= base + asize:
+            if hi + size <= self._limit(base):
+                if hi + size > base + asize:
+                    self._note_padding(int(addrs[int(np.argmax(addrs + np.uint64(size) > base + asize))]), size, base)
                 return [(buf, (addrs - np.uint64(base)).astype(np.int64), None)]
         return self._resolve_many(addrs, size)
 
     def _resolve_many(self, addrs: np.ndarray, size: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
-        bases, ends = self._sorted_arrays()
+        bases, ends, limits = self._sorted_arrays()
         which = np.searchsorted(bases, addrs, side="right").astype(np.int64) - 1
         safe = np.maximum(which, 0)
-        ok = (which >= 0) & (addrs + np.uint64(size) <= ends[safe]) if bases.size else np.zeros(addrs.size, bool)
+        last = addrs + np.uint64(size)
+        ok = (which >= 0) & (last <= limits[safe]) if bases.size else np.zeros(addrs.size, bool)
         if not ok.all():
             pos = int(np.argmin(ok))
             addr = int(addrs[pos])
             raise MemoryFault(self._classify(addr, size), addr, size, "global", self.describe_nearest(addr),
                               position=pos)
+        padded = last > ends[safe]
+        if padded.any():
+            pos = int(np.argmax(padded))
+            self._note_padding(int(addrs[pos]), size, self._bases[int(which[pos])])
         out: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = []
         for w in np.unique(which):
             pos_arr = np.flatnonzero(which == w)

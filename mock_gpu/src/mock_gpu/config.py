@@ -36,7 +36,12 @@ MOCKGPU_LAUNCH_TIMEOUT = Variable("MOCKGPU_LAUNCH_TIMEOUT", "seconds", "300",
 MOCKGPU_DEFERRED = Variable("MOCKGPU_DEFERRED", "0 or 1", "1",
                             "1: stream work runs in stream order when something waits for it, as on a GPU (missing "
                             "synchronization shows); 0: when enqueued")
-SETTINGS = (MOCKGPU_DEVICES, MOCKGPU_ARCH, MOCKGPU_MEMORY, MOCKGPU_LAUNCH_TIMEOUT, MOCKGPU_DEFERRED)
+MOCKGPU_EXACT_BOUNDS = Variable("MOCKGPU_EXACT_BOUNDS", "0 or 1", "0",
+                                "1: a kernel access past a device buffer's requested size faults (like "
+                                "compute-sanitizer memcheck); 0: only past the size rounded up to 256 bytes, the "
+                                "allocation granule a GPU does not fault in")
+SETTINGS = (MOCKGPU_DEVICES, MOCKGPU_ARCH, MOCKGPU_MEMORY, MOCKGPU_LAUNCH_TIMEOUT, MOCKGPU_DEFERRED,
+            MOCKGPU_EXACT_BOUNDS)
 
 
 class ConfigError(ValueError):
@@ -87,13 +92,15 @@ MAX_MEMORY = 1 << 50  # per device: the emulated address space gives each device
 class MockConfig:
     """The emulated system: ``devices`` identical devices of architecture ``arch`` with ``memory`` bytes each;
     a kernel running longer than ``launch_timeout`` seconds is stopped (CUDA_ERROR_LAUNCH_TIMEOUT); ``deferred``:
-    stream work runs when waited for (True) or when enqueued (False)."""
+    stream work runs when waited for (True) or when enqueued (False); ``exact_bounds``: kernel accesses fault past a
+    device allocation's requested size (True) or past its 256-byte granule (False)."""
 
     devices: int
     arch: ArchInfo
     memory: int
     launch_timeout: float = 300.0
     deferred: bool = True
+    exact_bounds: bool = False
 
 
 def parse_arch(text: str) -> ArchInfo:
@@ -153,9 +160,32 @@ def parse_deferred(text: str) -> bool:
     return text.strip() == "1"
 
 
+def parse_exact_bounds(text: str) -> bool:
+    """Parse MOCKGPU_EXACT_BOUNDS: ``1`` (fault past the requested size) or ``0`` (past the allocation granule)."""
+    if text.strip() not in ("0", "1"):
+        raise ConfigError(f"MOCKGPU_EXACT_BOUNDS={text!r} must be 1 (fault past a buffer's requested size) or 0 "
+                          "(past its 256-byte allocation granule)")
+    return text.strip() == "1"
+
+
+def set_numba_cuda_driver(path: str) -> bool:
+    """Set numba-cuda's ``NUMBA_CUDA_DRIVER`` to ``path`` (for :func:`mock_gpu.install`), unless it is set already or
+    ``NUMBA_CUDA_USE_NVIDIA_BINDING`` turns numba-cuda's cuda-python driver path off; True if it was set."""
+    binding = os.environ.get("NUMBA_CUDA_USE_NVIDIA_BINDING", "").strip().lower()
+    if os.environ.get("NUMBA_CUDA_DRIVER") or binding in ("0", "false", "no", "off"):
+        return False
+    os.environ["NUMBA_CUDA_DRIVER"] = path
+    return True
+
+
+def clear_numba_cuda_driver() -> None:
+    """Remove the ``NUMBA_CUDA_DRIVER`` that :func:`set_numba_cuda_driver` set."""
+    os.environ.pop("NUMBA_CUDA_DRIVER", None)
+
+
 def load_config(environ: Mapping[str, str] | None = None) -> MockConfig:
-    """Read MOCKGPU_DEVICES, MOCKGPU_ARCH, MOCKGPU_MEMORY, MOCKGPU_LAUNCH_TIMEOUT and MOCKGPU_DEFERRED from
-    ``environ`` (default ``os.environ``).
+    """Read MOCKGPU_DEVICES, MOCKGPU_ARCH, MOCKGPU_MEMORY, MOCKGPU_LAUNCH_TIMEOUT, MOCKGPU_DEFERRED and
+    MOCKGPU_EXACT_BOUNDS from ``environ`` (default ``os.environ``).
 
     Raises ConfigError naming the first invalid variable.
     """
@@ -165,4 +195,5 @@ def load_config(environ: Mapping[str, str] | None = None) -> MockConfig:
 
     return MockConfig(devices=parse_devices(text(MOCKGPU_DEVICES)), arch=parse_arch(text(MOCKGPU_ARCH)),
                       memory=parse_size(text(MOCKGPU_MEMORY)), launch_timeout=parse_timeout(text(MOCKGPU_LAUNCH_TIMEOUT)),
-                      deferred=parse_deferred(text(MOCKGPU_DEFERRED)))
+                      deferred=parse_deferred(text(MOCKGPU_DEFERRED)),
+                      exact_bounds=parse_exact_bounds(text(MOCKGPU_EXACT_BOUNDS)))

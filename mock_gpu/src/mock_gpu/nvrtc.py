@@ -24,7 +24,7 @@ def nvrtcGetCUBIN(prog: Any, cubin: Any) -> tuple:
         if err == _real.nvrtcResult.NVRTC_SUCCESS:
             ptx = b" " * size
             if _real.nvrtcGetPTX(prog, ptx)[0] == _real.nvrtcResult.NVRTC_SUCCESS:
-                register_cubin(bytes(memoryview(cubin).cast("B")), ptx.split(b"\x00", 1)[0].decode())
+                register_cubin(bytes(memoryview(cubin).cast("B")), [ptx.split(b"\x00", 1)[0].decode()])
     return result
 
 

@@ -10,12 +10,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from cuda.bindings.driver import CUarray, CUarray_format, CUmemorytype, CUresourcetype, CUtexObject
+from cuda.bindings.driver import (
+    CUDA_RESOURCE_DESC,
+    CUDA_TEXTURE_DESC,
+    CUarray,
+    CUarray_format,
+    CUmemorytype,
+    CUresourcetype,
+    CUtexObject,
+)
 
 from ..address_space import MemoryFault
 from ..texture import Texture
 from .handles import handle_value
-from .marshal import host_range
+from .marshal import host_range, struct_arg
+from .memory import charge
 from .results import error
 from .system import api, current_ctx, system
 from .work import synchronize_context
@@ -31,12 +40,15 @@ _MAX_EXTENT = 1 << 17  # texels per dimension at most (above every CU_DEVICE_ATT
 
 @dataclass(eq=False)
 class Array:
-    """A CUDA array: its descriptor, flags and texels (None for a format the emulator does not sample)."""
+    """A CUDA array: its descriptor, flags and texels (None for a format the emulator does not sample), and the
+    ``device`` whose memory its ``nbytes`` count against."""
 
     handle: int
     descriptor: Any
     flags: int
     data: np.ndarray | None
+    device: int
+    nbytes: int
 
 
 def _format(desc: Any) -> int | None:
@@ -63,14 +75,15 @@ def _create(desc: Any, depth: int, flags: int) -> tuple:
         raise error("CUDA_ERROR_INVALID_VALUE", f"array extent {shape[2]} x {shape[1]} x {shape[0]} is outside "
                     f"1..{_MAX_EXTENT} (CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE*)")
     nbytes = int(np.prod(shape, dtype=object)) * np.dtype(dtype or np.uint32).itemsize
-    if nbytes > current_ctx().device.memory:
-        raise error("CUDA_ERROR_OUT_OF_MEMORY", f"an array of {nbytes} bytes exceeds the device's memory")
+    device = current_ctx().device.ordinal
+    charge(device, nbytes)
     try:
         data = None if dtype is None else np.zeros(shape, dtype)
     except MemoryError:
+        system().space.refund(device, nbytes)
         raise error("CUDA_ERROR_OUT_OF_MEMORY", f"the host cannot hold the emulated array's {nbytes} bytes") from None
     sys_ = system()
-    return (CUarray(sys_.register(Array(sys_.new_handle(), desc, flags, data)).handle),)
+    return (CUarray(sys_.register(Array(sys_.new_handle(), desc, flags, data, device, nbytes)).handle),)
 
 
 @api(1)
@@ -91,9 +104,11 @@ def cuArray3DCreate(pAllocateArray: Any) -> tuple:  # noqa: N803
 
 @api(0)
 def cuArrayDestroy(hArray: Any) -> tuple:  # noqa: N803
-    """cuArrayDestroy(hArray)."""
+    """cuArrayDestroy(hArray): its memory no longer counts as used (cuMemGetInfo)."""
     sys_ = system()
-    del sys_.objects[sys_.lookup(hArray, Array, "array").handle]
+    arr = sys_.lookup(hArray, Array, "array")
+    del sys_.objects[arr.handle]
+    sys_.space.refund(arr.device, arr.nbytes)
     return ()
 
 
@@ -216,6 +231,8 @@ def cuTexObjectCreate(pResDesc: Any, pTexDesc: Any, pResViewDesc: Any) -> tuple:
     """cuTexObjectCreate(pResDesc, pTexDesc, pResViewDesc) -> (CUresult, CUtexObject): a texture object over an
     array resource (CU_RESOURCE_TYPE_ARRAY); other resource types and resource views are CUDA_ERROR_NOT_SUPPORTED."""
     current_ctx()
+    struct_arg(pResDesc, CUDA_RESOURCE_DESC, "pResDesc")
+    struct_arg(pTexDesc, CUDA_TEXTURE_DESC, "pTexDesc")
     if int(pResDesc.resType) != CUresourcetype.CU_RESOURCE_TYPE_ARRAY or pResViewDesc is not None:
         raise error("CUDA_ERROR_NOT_SUPPORTED", "only array resources without a resource view are emulated")
     arr = system().lookup(pResDesc.res.array.hArray, Array, "pResDesc.res.array.hArray")

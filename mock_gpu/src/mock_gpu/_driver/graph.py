@@ -24,6 +24,7 @@ from cuda.bindings.driver import (
     CUstreamCaptureStatus,
 )
 
+from .graph_pool import release_unheld
 from .handles import Capture, Graph, GraphExec, GraphNode, Operation, handle_value
 from .launch import KernelLaunch, prepare_launch
 from .marshal import byte_count
@@ -269,20 +270,24 @@ def cuGraphExecMemsetNodeSetParams(hGraphExec: Any, hNode: Any, memsetParams: An
 
 @api(0)
 def cuGraphExecDestroy(hGraphExec: Any) -> tuple:  # noqa: N803
-    """cuGraphExecDestroy(hGraphExec): destroy an executable graph (launches already enqueued still run)."""
+    """cuGraphExecDestroy(hGraphExec): destroy an executable graph (launches already enqueued still run); graph
+    memory nothing holds any more is released."""
     sys_ = system()
     del sys_.objects[sys_.lookup(hGraphExec, GraphExec, "graph exec").handle]
+    release_unheld(sys_)
     return ()
 
 
 @api(0)
 def cuGraphDestroy(hGraph: Any) -> tuple:  # noqa: N803
-    """cuGraphDestroy(hGraph): destroy a graph and its nodes (executable graphs made from it stay valid)."""
+    """cuGraphDestroy(hGraph): destroy a graph and its nodes (executable graphs made from it stay valid); graph
+    memory nothing holds any more is released."""
     sys_ = system()
     graph = sys_.lookup(hGraph, Graph, "graph")
     for node in graph.nodes:
         del sys_.objects[node.handle]
     del sys_.objects[graph.handle]
+    release_unheld(sys_)
     return ()
 
 

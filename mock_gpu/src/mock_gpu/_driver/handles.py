@@ -173,6 +173,7 @@ class Function:
     kernel: Any  # mock_gpu.ptx.Kernel
     max_dynamic_smem: int
     carveout: int = -1
+    padding_reported: bool = False  # whether a launch touching an allocation's padding was logged
 
 
 @dataclass(eq=False)
@@ -223,9 +224,10 @@ class System:
     def __init__(self, config: MockConfig) -> None:
         self.config = config
         self.devices = [Device(i, config.arch, config.memory) for i in range(config.devices)]
-        self.space = AddressSpace({d.ordinal: config.memory for d in self.devices})
+        self.space = AddressSpace({d.ordinal: config.memory for d in self.devices}, exact_bounds=config.exact_bounds)
         self.objects: dict[int, Any] = {}
         self.allocations: dict[int, Context] = {}  # device allocation base -> the context that made it
+        self.graph_allocations: dict[int, Any] = {}  # base -> graph_pool.GraphAllocation of an allocation node
         self.host_allocations: dict[int, HostAllocation] = {}
         self.managed: set[int] = set()  # host_allocations made by cuMemAllocManaged
         self.registered: dict[int, int] = {}  # cuMemHostRegister base -> size

@@ -3,8 +3,9 @@ Management": an image is PTX text, a cubin or a fatbin).
 
 The emulator executes PTX. A fatbin (magic ``0xBA55ED50``, the container nvcc and nvFatbin write) carries
 uncompressed PTX entries next to its cubins; the newest of them is used. A cubin is machine code: its PTX is known
-only when the cubin came from NVRTC in this process through ``mock_gpu.nvrtc`` (which installs itself in place of
-``cuda.bindings.nvrtc``), which registers every cubin it hands out with its program's PTX; an image made by
+only when the cubin came from NVRTC or nvJitLink in this process through ``mock_gpu.nvrtc`` or ``mock_gpu.nvjitlink``
+(which install themselves in place of ``cuda.bindings.nvrtc`` and ``cuda.bindings.nvjitlink``), which register every
+cubin they hand out with the PTX it was made from; an image made by
 :func:`link_image` (cuLinkComplete) carries its PTX inputs. Any other binary is CUDA_ERROR_INVALID_IMAGE naming why.
 """
 
@@ -25,17 +26,17 @@ _ENTRY_COMPRESSED = 0x2000
 _LINKED_MAGIC = b"MOCKGPU-LINKED-PTX\x00"
 
 _lock = threading.Lock()
-_cubin_ptx: dict[bytes, str] = {}
+_cubin_ptx: dict[bytes, list[str]] = {}
 
 
 def _digest(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
 
 
-def register_cubin(cubin: bytes, ptx: str) -> None:
-    """Remember that ``cubin`` (NVRTC's machine code of one program) was compiled from ``ptx``."""
+def register_cubin(cubin: bytes, ptx_texts: list[str]) -> None:
+    """Remember that ``cubin`` (machine code from NVRTC or nvJitLink) was made from the PTX modules ``ptx_texts``."""
     with _lock:
-        _cubin_ptx[_digest(cubin)] = ptx
+        _cubin_ptx[_digest(cubin)] = list(ptx_texts)
 
 
 def image_size(head: bytes) -> int | None:
@@ -73,8 +74,8 @@ def binary_ptx(data: bytes) -> list[str]:
         if ptx is None:
             raise error("CUDA_ERROR_INVALID_IMAGE", "the image is a cubin (machine code) whose PTX is unknown: "
                         "mock_gpu executes PTX; load PTX (nvrtcGetPTX, nvcc -ptx), a fatbin that embeds PTX, or a "
-                        "cubin from NVRTC compiled in this process after mock_gpu.install()", severe=True)
-        return [ptx]
+                        "cubin from NVRTC or nvJitLink made in this process after mock_gpu.install()", severe=True)
+        return ptx
     return [_fatbin_ptx(data)]
 
 

@@ -12,12 +12,12 @@ from typing import Any
 from cuda.bindings.driver import CUfunction_attribute
 
 from .. import ptx
-from ..address_space import MemoryFault
+from ..address_space import ALLOC_ALIGN, MemoryFault, PaddingAccess
 from ..config import MAX_BLOCK_DIM, MAX_GRID_DIM
 from .handles import Context, Function, handle_value
 from .marshal import pack_params, uint_arg
 from .occupancy import max_active_blocks
-from .results import DriverError, error
+from .results import DriverError, error, logger
 from .system import api, poison, raise_if_sticky, resolve_stream, system
 from .work import enqueue
 
@@ -146,6 +146,19 @@ def run_launch(launch: KernelLaunch) -> None:
     finally:
         if workspace:
             sys_.space.free(workspace)
+        _report_padding(fn, sys_.space.take_padding_access())
+
+
+def _report_padding(fn: Function, touch: PaddingAccess | None) -> None:
+    """Warn, once per function, that a kernel read or wrote past a buffer's requested size inside its allocation
+    granule: no fault on a GPU, but a bug MOCKGPU_EXACT_BOUNDS=1 (or compute-sanitizer) reports."""
+    if touch is None or fn.padding_reported:
+        return
+    fn.padding_reported = True
+    logger.warning("kernel %r made a %d-byte access at %#x, which ends %d bytes past the end of the %d-byte "
+                   "allocation at %#x: inside its %d-byte allocation granule, so no fault (MOCKGPU_EXACT_BOUNDS=1 "
+                   "makes it one)", fn.kernel.name, touch.size_accessed, touch.address,
+                   touch.address + touch.size_accessed - touch.base - touch.size, touch.size, touch.base, ALLOC_ALIGN)
 
 
 def _poison(ctx: Context, err: DriverError, cause: Exception) -> None:

@@ -54,6 +54,18 @@ def host_address(obj: Any, what: str) -> tuple[int, int | None]:
     return int(arr.ctypes.data), view.nbytes
 
 
+def struct_arg(value: Any, cls: type, what: str) -> Any:
+    """A pointer-to-struct argument (``CUDA_TEXTURE_DESC*``...) as cuda-python passes it: ``None`` is NULL, which the
+    driver answers with CUDA_ERROR_INVALID_VALUE; anything but a ``cls`` is the TypeError of cuda-python's typed
+    Cython argument. Returns ``value``."""
+    if value is None:
+        raise error("CUDA_ERROR_INVALID_VALUE", f"{what} is NULL")
+    if not isinstance(value, cls):
+        raise TypeError(f"Argument '{what}' has incorrect type (expected {cls.__module__}.{cls.__name__}, got "
+                        f"{type(value).__name__})")
+    return value
+
+
 def as_int(value: Any, what: str) -> int:
     """A C integer argument converted as cuda-python's Cython wrappers convert it: ``int(value)``, so a float is
     truncated (``196.3`` -> 196), a 0-d numpy array or numpy scalar gives its value; ``None``, ``str`` and ``bytes``

@@ -31,6 +31,7 @@ from cuda.bindings.driver import (
 )
 
 from ..address_space import MemoryFault, OutOfMemory
+from .graph_pool import give_back
 from .handles import Context, HostAllocation, Stream, handle_value
 from .marshal import byte_count, host_address, host_range, read_host
 from .results import error
@@ -106,15 +107,27 @@ def cuMemAlloc(bytesize: int) -> tuple:
     ctx = current_ctx()
     if bytesize == 0:
         raise error("CUDA_ERROR_INVALID_VALUE", "cuMemAlloc bytesize must be positive, got 0")
-    sys_ = system()
-    try:
-        ptr = sys_.space.alloc(bytesize, ctx.device.ordinal)
-    except OutOfMemory as exc:
-        raise error("CUDA_ERROR_OUT_OF_MEMORY", f"cannot allocate {bytesize} bytes on device {ctx.device.ordinal}: "
-                    f"{sys_.space.used(ctx.device.ordinal)} of {sys_.space.capacity(ctx.device.ordinal)} bytes in use "
-                    f"(MOCKGPU_MEMORY): {exc}") from exc
-    sys_.allocations[ptr] = ctx
+    ptr = allocate(bytesize, ctx.device.ordinal)
+    system().allocations[ptr] = ctx
     return (CUdeviceptr(ptr),)
+
+
+def allocate(nbytes: int, device: int) -> int:
+    """Allocate ``nbytes`` (> 0) of device memory on ``device`` in the address space; CUDA_ERROR_OUT_OF_MEMORY beyond
+    its capacity (MOCKGPU_MEMORY). Returns the device pointer."""
+    try:
+        return system().space.alloc(nbytes, device)
+    except OutOfMemory as exc:
+        raise error("CUDA_ERROR_OUT_OF_MEMORY", f"{exc} (MOCKGPU_MEMORY)") from exc
+
+
+def charge(device: int, nbytes: int) -> None:
+    """Count ``nbytes`` of device memory held outside the address space (arrays, cuMemCreate) as used on ``device``,
+    as cuMemGetInfo reports it; CUDA_ERROR_OUT_OF_MEMORY beyond its capacity (MOCKGPU_MEMORY)."""
+    try:
+        system().space.charge(device, nbytes)
+    except OutOfMemory as exc:
+        raise error("CUDA_ERROR_OUT_OF_MEMORY", f"{exc} (MOCKGPU_MEMORY)") from exc
 
 
 @api(0)
@@ -135,6 +148,8 @@ def cuMemFree(dptr: Any) -> tuple:
         raise error("CUDA_ERROR_INVALID_VALUE", f"cuMemFree({ptr:#x}): not the base of a live device allocation "
                     "(already freed, offset into an allocation, or never allocated)")
     synchronize_system(sys_, ctx)
+    if give_back(sys_, ptr):
+        return ()
     sys_.space.free(ptr)
     del sys_.allocations[ptr]
     return ()

@@ -20,16 +20,19 @@ import numpy as np
 from cuda.bindings.driver import (
     CUdeviceptr,
     CUmemAllocationGranularity_flags,
+    CUmemAllocationProp,
     CUmemGenericAllocationHandle,
     CUmemLocationType,
     CUmemoryPool,
     CUmemPool_attribute,
+    CUmemPoolProps,
     cuuint64_t,
 )
 
+from .graph_pool import give_back
 from .handles import Stream, handle_value
-from .marshal import byte_count
-from .memory import cuMemAlloc
+from .marshal import byte_count, struct_arg
+from .memory import charge, cuMemAlloc
 from .results import DriverError, error
 from .system import api, current_ctx, resolve_stream, system
 from .work import enqueue
@@ -67,7 +70,7 @@ def _location_device(location: Any) -> int:
 @api(1)
 def cuMemGetAllocationGranularity(prop: Any, option: Any) -> tuple:
     """cuMemGetAllocationGranularity(prop, option) -> (CUresult, int): 2 MiB for every device and option."""
-    _location_device(prop.location)
+    _location_device(struct_arg(prop, CUmemAllocationProp, "prop").location)
     CUmemAllocationGranularity_flags(int(option))
     return (GRANULARITY,)
 
@@ -104,9 +107,18 @@ def cuMemCreate(size: Any, prop: Any, flags: Any) -> tuple:
     if nbytes == 0 or nbytes % GRANULARITY:
         raise error("CUDA_ERROR_INVALID_VALUE", f"size {nbytes} is not a positive multiple of the granularity "
                     f"{GRANULARITY}")
+    device = _location_device(struct_arg(prop, CUmemAllocationProp, "prop").location)
     sys_ = system()
-    physical = sys_.register(Physical(sys_.new_handle(), np.zeros(nbytes, np.uint8), _location_device(prop.location)))
+    charge(device, nbytes)
+    physical = sys_.register(Physical(sys_.new_handle(), np.zeros(nbytes, np.uint8), device))
     return (CUmemGenericAllocationHandle(physical.handle),)
+
+
+def _drop(physical: Physical) -> None:
+    """Free physical memory that is released and backs no mapping (its bytes no longer count as used)."""
+    sys_ = system()
+    if sys_.objects.pop(physical.handle, None) is not None:
+        sys_.space.refund(physical.device, physical.data.size)
 
 
 def _physical(handle: Any) -> Physical:
@@ -122,7 +134,7 @@ def cuMemRelease(handle: Any) -> tuple:
     physical = _physical(handle)
     physical.released = True
     if physical.mappings == 0:
-        del system().objects[physical.handle]
+        _drop(physical)
     return ()
 
 
@@ -167,7 +179,7 @@ def cuMemUnmap(ptr: Any, size: Any) -> tuple:
         sys_.space.unmap(b)
         mapping.physical.mappings -= 1
         if mapping.physical.released and mapping.physical.mappings == 0:
-            sys_.objects.pop(mapping.physical.handle, None)
+            _drop(mapping.physical)
     return ()
 
 
@@ -210,7 +222,8 @@ def cuDeviceGetMemPool(dev: Any) -> tuple:
 def cuMemPoolCreate(poolProps: Any) -> tuple:  # noqa: N803
     """cuMemPoolCreate(poolProps) -> (CUresult, CUmemoryPool): a pool on the device of ``poolProps.location``."""
     sys_ = system()
-    return (CUmemoryPool(sys_.register(Pool(sys_.new_handle(), _location_device(poolProps.location))).handle),)
+    location = struct_arg(poolProps, CUmemPoolProps, "poolProps").location
+    return (CUmemoryPool(sys_.register(Pool(sys_.new_handle(), _location_device(location))).handle),)
 
 
 @api(0)
@@ -250,9 +263,11 @@ class _Free:
 
     def run(self) -> None:
         sys_ = system()
-        if sys_.allocations.pop(self.ptr, None) is None:
+        if self.ptr not in sys_.allocations:
             raise error("CUDA_ERROR_INVALID_VALUE", f"cuMemFreeAsync({self.ptr:#x}): freed twice")
-        sys_.space.free(self.ptr)
+        if not give_back(sys_, self.ptr, synchronize=False):
+            del sys_.allocations[self.ptr]
+            sys_.space.free(self.ptr)
 
     def describe(self) -> str:
         return f"free of {self.ptr:#x}"

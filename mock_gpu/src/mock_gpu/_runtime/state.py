@@ -18,6 +18,7 @@ from typing import Any
 from cuda.bindings.runtime import cudaError_t
 
 from .. import driver as cu
+from .._driver.results import REPORTS, DriverError
 
 _local = threading.local()
 _retained: set[int] = set()  # devices whose primary context the runtime holds (released never, as the runtime does)
@@ -65,6 +66,10 @@ def runtime_api(outputs: int) -> Callable[[Callable[..., tuple]], Callable[..., 
             except RuntimeFailure as exc:
                 _local.last_error = exc.error
                 return (exc.error, *([None] * outputs))
+            except DriverError as exc:  # a driver object looked up directly (an array, a stream) was stale
+                REPORTS.record(exc, fn.__name__)
+                _local.last_error = runtime_error(exc.result)
+                return (_local.last_error, *([None] * outputs))
             return (cudaError_t.cudaSuccess, *values)
 
         return call

@@ -94,6 +94,8 @@ def cudaCreateTextureObject(pResDesc: Any, pTexDesc: Any, pResViewDesc: Any) -> 
     """cudaCreateTextureObject(pResDesc, pTexDesc, pResViewDesc) -> (cudaError_t, cudaTextureObject_t): a texture
     over an array (cudaResourceTypeArray); other resources and resource views are cudaErrorNotSupported."""
     ensure_context()
+    if pResDesc is None or pTexDesc is None:
+        _fail("cudaErrorInvalidValue", "pResDesc and pTexDesc must not be NULL")
     if int(pResDesc.resType) != 0 or pResViewDesc is not None:
         _fail("cudaErrorNotSupported", "only array resources without a resource view are emulated")
     arr = system().lookup(pResDesc.res.array.array, Array, "pResDesc.res.array.array")

@@ -6,11 +6,19 @@ code reconverge at their join point before anything after it runs. A group keeps
 pc reaches another group's pc (then they merge) or passes it. ``bar``/``barrier`` park threads; once nothing else can
 run, every barrier whose block has all its non-exited threads (or the requested count) waiting is released, and if
 none can be released the kernel fails with BarrierDivergence instead of hanging.
+
+A group that spins (its registers come back to the same values at the same pc) is parked so that the other groups
+run, as independent thread scheduling lets them on a GPU; it runs again once something else ran. In a cooperative
+launch, which holds the whole grid, a spin that nothing else can end (no other group can run and no barrier can be
+released: typically cooperative groups' grid.sync() that some block exited without reaching) is a deadlock: it fails
+at once with LaunchTimeout, as it would after MOCKGPU_LAUNCH_TIMEOUT. In an ordinary launch the blocks of later
+chunks might end the spin on a GPU, so it keeps spinning until the timeout.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import time
 
@@ -28,6 +36,7 @@ _MAX_BARRIER_ID = 16
 _NWARPID = 64
 _CLUSTER_GRID = {"%clusterid": "%ctaid", "%nclusterid": "%nctaid"}
 _CHECK_EVERY = 0x3FF  # instruction groups between two looks at the clock
+_SPIN_SAMPLE = 64  # threads whose registers are compared first when looking for a spin
 
 
 class _Chunk:
@@ -66,6 +75,10 @@ class _Chunk:
         self.arrivals = np.zeros(self.B * _MAX_BARRIER_ID, np.int64)
         self.clock = 0
         self._special: dict[str, np.ndarray] = {}
+        self.cooperative = any(envregs.values())  # the driver passes a grid-barrier workspace to cooperative launches
+        self._spins: dict[int, tuple[bytes, bytes]] = {}  # pc -> (sample, full) register digests at the last look
+        self._parked: list[tuple[int, np.ndarray]] = []  # spinning groups that let the others run
+        self._parked_clock = 0  # the clock when the last group was parked
 
     @functools.cached_property
     def ltid(self) -> np.ndarray:
@@ -162,9 +175,12 @@ class _Chunk:
             while groups:
                 pc = min(groups)
                 self._run_group(code, pc, groups.pop(pc), groups, blocked)
-            if not blocked:
+            if self._parked:
+                self._unpark(code, groups, blocked)
+            elif not blocked:
                 return
-            self._release(code, groups, blocked)
+            else:
+                self._release(code, groups, blocked)
 
     def _run_group(self, code: list[Op], pc: int, idx: np.ndarray, groups: dict[int, np.ndarray],
                    blocked: list[tuple[int, np.ndarray]]) -> None:
@@ -177,8 +193,13 @@ class _Chunk:
                 return
             op = code[pc]
             self.clock += 1
-            if not self.clock & _CHECK_EVERY and time.monotonic() > self.deadline:
-                self._timed_out(op, idx)
+            if not self.clock & _CHECK_EVERY:
+                if time.monotonic() > self.deadline:
+                    self._timed_out(op, idx)
+                if (groups or self.cooperative) and self._spinning(pc, idx):
+                    self._parked.append((pc, idx))
+                    self._parked_clock = self.clock
+                    return
             act, rest = idx, None
             if op.guard is not None:
                 g = self.regs[op.guard[0]]
@@ -236,6 +257,55 @@ class _Chunk:
                             "spin-wait on a flag set by another block, which the emulator (running blocks in order) "
                             f"never reaches; it was at {op.text}", kernel=self.kernel.name, block=blk, thread=thr,
                             line=op.line)
+
+    def _spinning(self, pc: int, idx: np.ndarray) -> bool:
+        """Whether the threads ``idx`` are back at ``pc`` with the registers they had the last time they were seen
+        there: a spin that only another thread's store can end. The registers of a few threads are compared first,
+        so that code making progress costs little."""
+        seen = self._spins.get(pc)
+        quick = self._digest(idx, idx[:_SPIN_SAMPLE])
+        if seen is None or seen[0] != quick:
+            self._spins[pc] = (quick, b"")
+            return False
+        full = self._digest(idx, idx)
+        self._spins[pc] = (quick, full)
+        return seen[1] == full
+
+    def _digest(self, idx: np.ndarray, sample: np.ndarray) -> bytes:
+        digest = hashlib.blake2b(idx.tobytes() if sample is idx else np.int64(idx.size).tobytes(), digest_size=16)
+        for reg in self.regs:
+            digest.update(np.ascontiguousarray(reg if sample.size == self.n else reg[sample]).data)
+        return digest.digest()
+
+    def _unpark(self, code: list[Op], groups: dict[int, np.ndarray], blocked: list[tuple[int, np.ndarray]]) -> None:
+        """Nothing else can run: give the parked groups another turn if something ran or a barrier can be released
+        since they were parked; in a cooperative launch, a deadlock (LaunchTimeout) otherwise."""
+        if self.clock == self._parked_clock and self.cooperative and not self._release_any(code, groups, blocked):
+            self._deadlocked(code)
+        for pc, idx in self._parked:
+            _merge(groups, pc, idx)
+        self._parked.clear()
+
+    def _release_any(self, code: list[Op], groups: dict[int, np.ndarray], blocked: list[tuple[int, np.ndarray]]) -> bool:
+        """Release the barriers that can be released; False if none can."""
+        if not blocked:
+            return False
+        try:
+            self._release(code, groups, blocked)
+        except BarrierDivergence:
+            return False
+        return True
+
+    def _deadlocked(self, code: list[Op]) -> None:
+        pc, idx = self._parked[0]
+        blk, thr = self.coords(int(idx[0]))
+        exited = np.flatnonzero(self.alive == 0)
+        gone = ", ".join(str(self.coords(int(b) * self.T)[0]) for b in exited[:8]) + (" ..." if exited.size > 8 else "")
+        why = f"block(s) {gone} exited without reaching it" if exited.size else "every other thread waits at a barrier"
+        raise LaunchTimeout(f"deadlock: {sum(i.size for _, i in self._parked)} threads spin at {code[pc].text} and no "
+                            f"other thread of the grid can run to end the wait ({why}); a grid-wide sync (cooperative "
+                            "groups' this_grid().sync()) must be reached by every block. On a GPU the kernel would "
+                            "hang", kernel=self.kernel.name, block=blk, thread=thr, line=code[pc].line)
 
     def _call(self, op: Op, act: np.ndarray) -> None:
         sel = None if act.size == self.n else act
