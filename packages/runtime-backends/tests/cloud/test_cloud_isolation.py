@@ -21,7 +21,7 @@ from cloud_helpers import Reply, blob, post, spec, wire_body
 
 from runtime_backends.cloud.server.app import CloudServer
 from runtime_backends.cloud.server.limits import Limits
-from runtime_backends.cloud.server.sandbox import SourceRefused, check_source
+from runtime_backends.cloud.server.sandbox import PUBLIC_HEADERS, SourceRefused, check_source
 from runtime_core.device import Device
 
 CRASH = b"void crash(unsigned char* a) { *(volatile int*)0 = 1; }"
@@ -83,6 +83,18 @@ def test_a_crashing_kernel_ends_only_its_own_session(cpu_server: CloudServer) ->
 def test_sources_that_read_server_files_are_refused_naming_the_line(source: str, line: int) -> None:
     with pytest.raises(SourceRefused, match=f"^line {line}: "):
         check_source(source)
+
+
+def test_a_devices_public_toolkit_header_is_the_only_include_allowed() -> None:
+    """tinygrad's CUDA renderer includes cuda_fp16.h by name: allowed for CUDA, and nothing else is."""
+    cuda = PUBLIC_HEADERS["CUDA"]
+    check_source("#include <cuda_fp16.h>\n#include <cuda_bf16.h> // half\nextern \"C\" __global__ void f() {}", cuda)
+    for refused in ('#include "cuda_fp16.h"', "#include <cuda_fp16.h/../../etc/passwd>", "#include <stdio.h>",
+                    "#include_next <cuda_fp16.h>", "#include <../cuda_fp16.h>"):
+        with pytest.raises(SourceRefused, match="^line 1: "):
+            check_source(refused + "\n", cuda)
+    with pytest.raises(SourceRefused, match="^line 1: include is not allowed"):
+        check_source("#include <cuda_fp16.h>\n", PUBLIC_HEADERS.get("CPU", frozenset()))
 
 
 def test_directive_words_in_comments_and_strings_are_not_directives() -> None:

@@ -28,7 +28,13 @@ from typing import Any
 
 from runtime_backends.cloud.server.budget import BudgetExceeded, MemoryBudget
 from runtime_backends.cloud.server.limits import Limits
-from runtime_backends.cloud.server.sandbox import SourceRefused, check_source, compiler_limits, compiler_message
+from runtime_backends.cloud.server.sandbox import (
+    PUBLIC_HEADERS,
+    SourceRefused,
+    check_source,
+    compiler_limits,
+    compiler_message,
+)
 from runtime_backends.cloud.wire.framing import Blob, BufferPool
 from runtime_backends.cloud.wire.protocol import (
     BufferAlloc,
@@ -278,7 +284,7 @@ def _load(dev: Compiled, r: ProgramAlloc, blob: Blob, i: int) -> Any:
         raise BatchError(400, f"{where}: device {dev.device} runs no programs (it has no compiler or runtime)")
     try:
         source = bytes(blob).decode("utf-8")
-        check_source(source)
+        check_source(source, PUBLIC_HEADERS.get(dev.device.split(":")[0], frozenset()))
     except UnicodeDecodeError as e:
         raise BatchError(400, f"{where}: program source is not UTF-8: {e}") from None
     except SourceRefused as e:

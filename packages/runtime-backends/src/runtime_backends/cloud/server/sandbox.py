@@ -4,7 +4,10 @@
   probes a file of the server -- ``#include``, ``#include_next``, ``#import``, ``#embed`` (C23), ``__has_include``,
   ``__has_embed``, ``#pragma GCC dependency`` -- in any spelling the C preprocessor accepts (after line splices, with
   comments in front, with the ``%:`` digraph or the ``??=`` trigraph; C11 5.1.1.2 translation phases 1-3), naming the
-  line. Kernels need no headers: the CPU compiler runs freestanding and NVRTC has CUDA's built-ins.
+  line. Kernels need no headers: the CPU compiler runs freestanding and NVRTC has CUDA's built-ins. The one
+  exception is ``PUBLIC_HEADERS``: a device's toolkit headers that renderers include by name (tinygrad's CUDA
+  renderer writes ``#include <cuda_fp16.h>`` for half-precision kernels), found only on the compiler's own include
+  path of NVIDIA's public headers, never a path the client names.
 * :func:`compiler_message` turns a ``CompileError`` into the diagnostics about the client's own source only: lines
   that name the source (``<stdin>:L:C:`` from clang/gcc, ``kernel.cu(L):`` from NVRTC) and the quoted source lines
   and carets after them, with the source called ``<source>``; command lines, paths and notes about other files of the
@@ -22,7 +25,11 @@ from collections.abc import Iterator
 
 from runtime_core.compiler import CompileError
 
-__all__ = ["SourceRefused", "check_source", "compiler_message", "compiler_limits", "COMPILER_MEMORY_BYTES"]
+__all__ = ["SourceRefused", "check_source", "compiler_message", "compiler_limits", "COMPILER_MEMORY_BYTES",
+           "PUBLIC_HEADERS"]
+
+PUBLIC_HEADERS: dict[str, frozenset[str]] = {"CUDA": frozenset({"cuda_fp16.h", "cuda_bf16.h"})}
+"""Per device (name before any ``:``), the toolkit headers a source may include as ``#include <name>``."""
 
 COMPILER_MEMORY_BYTES = 4 << 30
 """Address space a compile may add to the worker's (inherited by a compiler process it starts)."""
@@ -30,6 +37,7 @@ _SOURCE_NAMES = re.compile(r"^(?:<stdin>|kernel\.cu)(?=[:(]\d)")
 _DIAGNOSTIC = re.compile(r"^\S[^:(]*(?::\d+:|\(\d+\):)")  # "file:12:" or "file(12):" starts a new diagnostic
 _HASH = r"(?:#|%:|\?\?=)"
 _DIRECTIVE = re.compile(rf"^\s*{_HASH}\s*(include_next|include|import|embed)\b|^\s*{_HASH}\s*pragma\s+GCC\s+dependency\b")
+_PUBLIC_INCLUDE = re.compile(rf"^\s*{_HASH}\s*include\s*<([A-Za-z0-9_]+\.h)>\s*$")
 _PROBE = re.compile(r"\b(__has_include_next|__has_include|__has_embed)\b")
 _COMMENT_OR_STRING = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
 _MAX_MESSAGE_LINES = 200
@@ -39,11 +47,14 @@ class SourceRefused(ValueError):
     """A program source that asks the preprocessor for a file of the server; the message names the line."""
 
 
-def check_source(source: str) -> None:
-    """Refuse ``source`` if it includes, embeds or probes a file (see the module docstring); ``SourceRefused``."""
+def check_source(source: str, public: frozenset[str] = frozenset()) -> None:
+    """Refuse ``source`` if it includes, embeds or probes a file (see the module docstring), except an
+    ``#include <name>`` of a header in ``public`` (``PUBLIC_HEADERS`` of the device); ``SourceRefused``."""
     text = source.replace("??/\n", "").replace("\\\r\n", "").replace("\\\n", "")
     spliced_lines = _original_lines(source)
     for index, line in enumerate(_blank_comments(text).split("\n")):
+        if (m := _PUBLIC_INCLUDE.match(line)) and m.group(1) in public:
+            continue
         if (m := _DIRECTIVE.search(line)) or (m := _PROBE.search(line)):
             what = (m.group(1) or "pragma GCC dependency").strip()
             raise SourceRefused(f"line {spliced_lines[index]}: {what} is not allowed: program sources are compiled "
