@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.paired.process import WorkerProcess, close_all
-from harness.paired.session import PASSED, collected, start
+from harness.paired.session import PASSED, collected, release_all, start
 
 _MODULE = """
 import pytest
@@ -47,6 +47,10 @@ def _run(suite: tuple[Path, Path], plan: list[tuple[str, bool]]) -> list[str]:
     try:
         names = list(collected(worker).items)
         for test, keep in plan:
+            if test == "release":
+                release_all([worker])
+                (folder / "events.log").open("a").write("released\n")
+                continue
             nodeid = next(n for n in names if n.endswith(test))
             done = start(worker, nodeid, keep)
             assert (done["ev"], done["outcome"]) == ("done", PASSED), done
@@ -64,3 +68,8 @@ def test_a_module_is_set_up_once_for_its_tests_and_torn_down_when_another_module
 def test_without_keep_a_test_is_torn_down_completely(suite) -> None:
     events = _run(suite, [("test_mod_a.py::test_one", False), ("test_mod_a.py::test_two", False)])
     assert events == ["up mod_a", "down mod_a", "up mod_a", "down mod_a"]
+
+
+def test_release_tears_down_what_a_worker_keeps(suite) -> None:
+    events = _run(suite, [("test_mod_a.py::test_one", True), ("release", True), ("test_mod_a.py::test_two", True)])
+    assert events == ["up mod_a", "down mod_a", "released", "up mod_a", "down mod_a"]

@@ -35,6 +35,7 @@ from harness.paired.session import (
     Finished,
     Outcome,
     finish,
+    release_all,
     run_same,
     skip_reasons,
     start,
@@ -177,6 +178,8 @@ class _Run:
         None when a look failed (recorded)."""
         looks: list[_Look] = []
         while True:
+            if len(looks) == 1:  # set 0 keeps this module's fixtures: free their memory while other sets run
+                release_all(self.open_set(0)[0])
             look = self._look(len(looks), nodeid, index, chosen)
             if not look.outcome.ok:
                 _not_timed(nodeid, look.by_side(), self.result, self.progress)

@@ -15,7 +15,7 @@ from harness.paired.engine import Budget, RoundFailed, Rounds, Side, calibrate, 
 from harness.paired.process import WorkerError, WorkerProcess, close_all
 
 __all__ = ["FAILED", "PASSED", "SKIPPED", "Collected", "Finished", "Outcome", "WorkerSpec", "collected", "finish", "finish_all",
-           "open_workers", "run_same", "skip_reasons", "start", "start_all", "time_alone_or_beside"]
+           "open_workers", "release_all", "run_same", "skip_reasons", "start", "start_all", "time_alone_or_beside"]
 
 PASSED, SKIPPED, FAILED = "passed", "skipped", "failed"
 
@@ -98,6 +98,14 @@ def start_all(workers: Sequence[WorkerProcess], nodeid: str, keep: bool = True) 
     for worker in workers:
         worker.send("start", nodeid=nodeid, keep=keep)
     return [worker.receive("ready", "done") for worker in workers]
+
+
+def release_all(workers: Sequence[WorkerProcess]) -> None:
+    """Have every worker tear down the fixtures it keeps (``start``'s ``keep``), at once, and wait for all."""
+    for worker in workers:
+        worker.send("release")
+    for worker in workers:
+        worker.receive("released")
 
 
 def finish(worker: WorkerProcess, reason: str | None = None) -> Finished:

@@ -31,6 +31,7 @@ Protocol (controller -> worker ``op``, worker -> controller ``ev``):
   (recording ``extra_info``); ``abort`` {reason}: the call raises ``pytest.skip`` instead. Either way the worker then
   sends ``done`` {nodeid, outcome ("passed" | "skipped" | "failed"), message, name, group, params, param,
   extra_info};
+* ``release``: tear down every fixture still set up (a module's, the session's); answered by ``released``;
 * ``quit``: the session ends (exit status 0).
 
 The controller chooses the order as it goes, so a test is torn down as if the next one were another test of its
@@ -357,6 +358,10 @@ class WorkerPlugin:
             command = self.channel.receive()
             if command["op"] == "quit":
                 return True
+            if command["op"] == "release":
+                _teardown(session, None)
+                self.channel.send(ev="released")
+                continue
             if command["op"] != "start" or command.get("nodeid") not in items:
                 self.channel.send(ev="error", message=f"unexpected command {command!r}")
                 continue
@@ -367,10 +372,7 @@ class WorkerPlugin:
         """Run ``item``'s protocol, first tearing down what the previous test left set up that ``item`` does not
         share, and then tearing it down as far as ``nextitem`` allows (None: completely)."""
         self.fixture, self.reports = None, []
-        try:
-            item.session._setupstate.teardown_exact(item)
-        except Exception as exc:  # a finalizer of the previous test's module: its test already passed or failed
-            print(f"harness worker: tearing down before {item.nodeid} raised {exc!r}", file=sys.stderr, flush=True)
+        _teardown(item.session, item)
         item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
         outcome, message = "passed", ""
         for report in self.reports:
@@ -388,6 +390,15 @@ class WorkerPlugin:
             params=_plain(fixture.params) if fixture else None, param=fixture.param if fixture else None,
             extra_info=_plain(fixture.extra_info) if fixture else {},
         )
+
+
+def _teardown(session: pytest.Session, nextitem: pytest.Item | None) -> None:
+    """Tear down what the last test left set up that ``nextitem`` does not share (None: everything)."""
+    try:
+        session._setupstate.teardown_exact(nextitem)
+    except Exception as exc:  # a finalizer of the previous test's module: its test already passed or failed
+        print(f"harness worker: tearing down before {nextitem.nodeid if nextitem else 'release'} raised {exc!r}",
+              file=sys.stderr, flush=True)
 
 
 def _sibling(item: pytest.Item, items: list[pytest.Item]) -> pytest.Item | None:
