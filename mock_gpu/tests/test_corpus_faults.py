@@ -52,6 +52,16 @@ def test_a_store_into_the_granule_padding_runs_and_warns_once_per_kernel(ctx, ca
     check(cu.cuMemFree(out))
 
 
+def test_a_misaligned_load_is_misaligned_address(ctx) -> None:
+    """A 4-byte load from an odd address: CUDA_ERROR_MISALIGNED_ADDRESS (716) as on a GPU, not 700."""
+    _, (fn,) = load(r'''extern "C" __global__ void rd(const char* p, int* out) { out[0] = *(const int*)(p + 1); }''',
+                    "rd")
+    buf = check(cu.cuMemAlloc(64))
+    check(launch(fn, (1, 1, 1), (1, 1, 1), [(buf, PTR), (buf, PTR)]))
+    assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_MISALIGNED_ADDRESS,)
+    assert "misaligned" in report()
+
+
 def test_use_after_free_is_illegal_address(ctx) -> None:
     _, (fn,) = load(STORE, "fill")
     out = check(cu.cuMemAlloc(64 * 4))

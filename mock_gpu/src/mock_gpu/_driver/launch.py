@@ -134,7 +134,8 @@ def run_launch(launch: KernelLaunch) -> None:
                    sys_.space, ctx.device.ordinal, smid_count=ctx.device.arch.sm_count,
                    timeout=sys_.config.launch_timeout, grid_workspace=workspace)
     except MemoryFault as fault:
-        _poison(ctx, error("CUDA_ERROR_ILLEGAL_ADDRESS", f"memcheck: {fault}", severe=True), fault)
+        code = "CUDA_ERROR_MISALIGNED_ADDRESS" if fault.kind == "misaligned" else "CUDA_ERROR_ILLEGAL_ADDRESS"
+        _poison(ctx, error(code, f"memcheck: {fault}", severe=True), fault)
     except ptx.BarrierDivergence as exc:
         _poison(ctx, error("CUDA_ERROR_LAUNCH_FAILED", str(exc), severe=True), exc)
     except ptx.LaunchTimeout as exc:
@@ -178,8 +179,9 @@ def cuLaunchKernel(f: Any, gridDimX: int, gridDimY: int, gridDimZ: int,  # noqa:
     stream order when something waits for it (:mod:`mock_gpu._driver.work`). Errors returned here:
     CUDA_ERROR_INVALID_VALUE for bad dims/shared memory/parameters (nothing runs), CUDA_ERROR_INVALID_HANDLE for an
     unloaded module's function. Faults inside the kernel are sticky and returned by the call that waits for it (and
-    every later one): CUDA_ERROR_ILLEGAL_ADDRESS for an out-of-bounds/freed/misaligned access, CUDA_ERROR_LAUNCH_FAILED
-    for a divergent barrier or trap, CUDA_ERROR_ASSERT, CUDA_ERROR_LAUNCH_TIMEOUT; the report (kernel, block,
+    every later one): CUDA_ERROR_ILLEGAL_ADDRESS for an out-of-bounds/freed access, CUDA_ERROR_MISALIGNED_ADDRESS for
+    a misaligned one, CUDA_ERROR_LAUNCH_FAILED for a divergent barrier or trap, CUDA_ERROR_ASSERT,
+    CUDA_ERROR_LAUNCH_TIMEOUT; the report (kernel, block,
     thread, address, size, nearest allocation) is logged on the ``mock_gpu`` logger and appended to
     cuGetErrorString's text for that error.
     """
