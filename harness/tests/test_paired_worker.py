@@ -49,7 +49,8 @@ def _run(suite: tuple[Path, Path], plan: list[tuple[str, bool]]) -> list[str]:
         for test, keep in plan:
             if test == "release":
                 release_all([worker])
-                (folder / "events.log").open("a").write("released\n")
+                with (folder / "events.log").open("a") as log:
+                    log.write("released\n")
                 continue
             nodeid = next(n for n in names if n.endswith(test))
             done = start(worker, nodeid, keep)
