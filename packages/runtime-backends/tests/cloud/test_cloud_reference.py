@@ -102,11 +102,13 @@ def test_tinygrads_own_client_runs_tensors_on_our_server(served: str, server_env
 
 @pytest.fixture
 def tinygrad_server() -> Iterator[str]:
-    """tinygrad's own server (its CPU device) on a free port: ``host:port``."""
+    """tinygrad's own server on a free port, started as its module says (``CPU=1 PORT=... python -m
+    tinygrad.runtime.ops_cloud``: its CPU device): ``host:port``."""
     _tinygrad()
     port = _free_port()
-    cmd = [sys.executable, "-c", f"from tinygrad.runtime.ops_cloud import cloud_server; cloud_server({port})"]
-    proc = subprocess.Popen(cmd, env={**os.environ, "CPU": "1"}, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    cmd = [sys.executable, "-m", "tinygrad.runtime.ops_cloud"]
+    proc = subprocess.Popen(cmd, env={**os.environ, "CPU": "1", "PORT": str(port)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
     try:
         assert proc.stdout is not None and b"start cloud server" in proc.stdout.readline()
         yield f"127.0.0.1:{port}"

@@ -35,9 +35,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from runtime_backends.cloud.server.budget import BudgetExceeded, MemoryBudget
+from runtime_backends.cloud.server.lend import Board
 from runtime_backends.cloud.server.limits import Limits
-from runtime_backends.cloud.server.transport import AnswerCut, Bytes, HttpConnection, HTTPError, RequestHead, Response
-from runtime_backends.cloud.server.worker import MAX_SHARED_BLOBS, SHARED_BLOB, Worker, WorkerGone, Zygote
+from runtime_backends.cloud.server.transport import (
+    CLOSING_STATUS,
+    AnswerCut,
+    Bytes,
+    HttpConnection,
+    HTTPError,
+    RequestHead,
+    Response,
+)
+from runtime_backends.cloud.server.worker import MAX_SHARED_BLOBS, SHARED_BLOB, LentConnection, Worker, WorkerGone, Zygote, lends
 from runtime_backends.cloud.wire.framing import BodyDecoder, BufferPool, DecodedBody, FramingError, SharedBuffer
 from runtime_backends.cloud.wire.protocol import RENDERER_HEADER
 from runtime_backends.cloud.wire.renderers import describe_renderer, reference_description
@@ -50,7 +59,7 @@ DEFAULT_PORT = 6667
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _POOL_BYTES = 256 << 20
 _FD_RESERVE = 64  # descriptors kept free for workers, the listening socket and files when shedding connections
-_FDS_PER_SESSION = 4  # the worker's socket and process sentinel, and their transport's spare
+_FDS_PER_SESSION = 5  # the worker's socket, its second descriptor, the socket of lent connections coming back, spares
 _LENGTH = struct.Struct("<Q")
 _IDLE_WORKERS = 2
 
@@ -102,6 +111,7 @@ class CloudServer:
         self.sessions: dict[str, _Session] = {}
         # slots: slot 0, the spare, every session, and as many again for workers still exiting
         self.budget = MemoryBudget(self.limits.memory_budget_bytes, 2 * self.limits.max_sessions + 2)
+        self.board = Board(self.budget.slots)
         self._zygote: Zygote | None = None
         self._idle: list[Worker] = []  # workers whose sessions ended holding nothing
         self._reaps: set[asyncio.Task[None]] = set()
@@ -240,6 +250,8 @@ class CloudServer:
         """Make room in a full session table by ending the longest idle session, if one has been idle for
         ``Limits.evict_idle_s``; else ``HTTPError(503)``."""
         now = time.monotonic()
+        for s in self.sessions.values():
+            _sync(s)
         idle = [s for s in self.sessions.values() if not s.busy and now - s.last_used >= self.limits.evict_idle_s]
         if not idle:
             wait = min((self.limits.evict_idle_s - (now - s.last_used) for s in self.sessions.values() if not s.busy),
@@ -277,13 +289,16 @@ class CloudServer:
             raise HTTPError(503, "the server runs as many session workers as it has slots; retry later")
         slot = self._free_slots.pop()
         try:
-            return await Worker.start(self._zygote, self.device, self.limits, self.budget, slot)
+            worker = await Worker.start(self._zygote, self.device, self.limits, self.budget, self.board, slot)
         except WorkerGone as e:
             self._free_slots.append(slot)
             raise HTTPError(503, f"cannot start a worker for the session: {e}") from None
         except BaseException:
             self._free_slots.append(slot)
             raise
+        worker.on_exit = self._worker_exited
+        worker.on_return = self._worker_returned
+        return worker
 
     async def _worker(self) -> Worker:
         """A started worker for a new session: one whose session ended empty, else the spare when it is ready (and a
@@ -327,7 +342,7 @@ class CloudServer:
         if self.sessions.get(session.sid) is session:
             del self.sessions[session.sid]
         if session.worker is not None:
-            if reuse and len(self._idle) < _IDLE_WORKERS and not self._closed:
+            if reuse and not session.worker.lent and len(self._idle) < _IDLE_WORKERS and not self._closed:
                 self._idle.append(session.worker)
             else:
                 self._retire(session.worker)
@@ -348,43 +363,67 @@ class CloudServer:
         if self._zygote is not None:
             self._zygote.close()
 
-    async def run(self, session: _Session, body: DecodedBody, answer_to: int | None, close: bool) -> Response:
+    async def run(self, session: _Session, body: DecodedBody, answer_to: int | None, close: bool,
+                  lend: LentConnection | None = None) -> Response:
         """Run a verified body in ``session``'s worker, which writes the answer to the client's connection
         ``answer_to`` itself (``close``: the answer says the connection closes); returns what it wrote
-        (``Response.written``). ``HTTPError`` when the batch could not run (its worker died or was stopped: the
-        session is gone), ``AnswerCut`` when the answer did not reach the client whole."""
+        (``Response.written``). With ``lend``, the connection stays with the worker after the answer
+        (``Response.lent``): it serves the connection's next requests of this session itself and gives the
+        connection back for anything else (``lend``). ``HTTPError`` when the batch could not run (its worker died or
+        was stopped: the session is gone), ``AnswerCut`` when the answer did not reach the client whole."""
         async with session.lock:
             try:
                 if session.worker is None:
                     session.worker = await self._worker()
                 worker = session.worker
+                if lend is not None and lends(lend, answer_to):  # before the worker can give it back
+                    worker.lent[lend.conn_id] = lend
                 try:
-                    reply = await worker.run(*_frames(body), answer_to, close, self.limits.max_kernel_seconds)
+                    reply = await worker.run(*_frames(body), answer_to, close, self.limits.max_kernel_seconds, lend)
                 except WorkerGone as e:
-                    self._lose(session, e)
+                    self._lose(session, str(e))
                     raise HTTPError(e.status, f"{e}; the session's buffers and programs are gone (other sessions go "
                                               f"on); start a new session") from None
                 session.held_bytes, session.empty = int(reply.meta.get("held", 0)), bool(reply.meta.get("empty"))
                 try:
                     whole = await worker.written()
                 except WorkerGone as e:
-                    self._lose(session, e)
+                    self._lose(session, str(e))
                     whole = False
                 if not whole:
+                    if lend is not None:
+                        worker.lent.pop(lend.conn_id, None)
                     raise AnswerCut(f"the answer of {reply.length} bytes did not reach the client whole")
-                return Response(reply.status, length=reply.length, written=True)
+                lent = lends(lend, answer_to) and reply.status < CLOSING_STATUS
+                if not lent and lend is not None:
+                    worker.lent.pop(lend.conn_id, None)
+                return Response(reply.status, length=reply.length, written=True, lent=lent)
             finally:
                 session.last_used = time.monotonic()
 
-    def _lose(self, session: _Session, e: WorkerGone) -> None:
+    def _lose(self, session: _Session, why: str) -> None:
         """``session``'s worker is gone (crashed, or stopped at the batch deadline): so is the session."""
-        log.warning("session %s lost: %s", session.sid[:8], e)
+        log.warning("session %s lost: %s", session.sid[:8], why)
         session.worker = None
         self._end(session)
+
+    def _worker_returned(self, worker: Worker) -> None:
+        """A worker gave a lent connection back: its session ends if the client freed everything there."""
+        for session in list(self.sessions.values()):
+            if session.worker is worker:
+                self.forget_if_empty(session)
+
+    def _worker_exited(self, worker: Worker) -> None:
+        """A worker has exited (its lent connections are already back or answered): if its session still had it,
+        the session is lost."""
+        for session in list(self.sessions.values()):
+            if session.worker is worker:
+                self._lose(session, worker.stopped_because or "its worker exited")
 
     def forget_if_empty(self, session: _Session) -> None:
         """End ``session`` if it holds nothing and no request of it is in progress (a client ends its session by
         freeing everything; a failed first request leaves nothing behind either)."""
+        _sync(session)
         if session.empty and not session.busy and not session.lock.locked():
             self._end(session, reuse=True)
 
@@ -399,12 +438,27 @@ class CloudServer:
         """End the sessions idle for longer than ``Limits.session_timeout_s`` (their workers free their buffers and
         programs); returns their ids. Called periodically by the running server."""
         now = time.monotonic() if now is None else now
+        for s in self.sessions.values():
+            _sync(s)
         expired = [s for s in self.sessions.values()
                    if not s.busy and not s.lock.locked() and now - s.last_used > self.limits.session_timeout_s]
         for s in expired:
             log.info("session %s timed out; freeing %d bytes", s.sid[:8], s.held_bytes)
             self._end(s)
         return [s.sid for s in expired]
+
+
+def _sync(session: _Session) -> None:
+    """Bring ``session``'s record up to what its worker last said on the board about requests it served on lent
+    connections (busy while it serves one)."""
+    worker = session.worker
+    if worker is None or (seen := worker.last_served()) is None:
+        return
+    at, held, empty = seen
+    if worker.serving_lent():
+        session.last_used, session.empty = time.monotonic(), False
+    elif at > session.last_used:
+        session.last_used, session.held_bytes, session.empty = at, held, empty
 
 
 def _quiet(task: asyncio.Task[Worker]) -> None:
@@ -432,18 +486,19 @@ class _BatchSink:
         except FramingError as e:
             raise HTTPError(400, f"bad batch body: {e}") from None
 
-    def complete(self, answer_to: int | None) -> Response | Awaitable[Response]:
-        """An awaitable of the answer, which the session's worker writes to ``answer_to`` as it runs the batch."""
+    def complete(self, answer_to: int | None, lend: LentConnection | None) -> Response | Awaitable[Response]:
+        """An awaitable of the answer, which the session's worker writes to ``answer_to`` as it runs the batch (and
+        keeps the connection ``lend`` when given)."""
         try:
             body = self.decoder.finish()
         except FramingError as e:
             self.abort()
             raise HTTPError(400, f"bad batch body: {e}") from None
-        return self._run(body, answer_to)
+        return self._run(body, answer_to, lend)
 
-    async def _run(self, body: DecodedBody, answer_to: int | None) -> Response:
+    async def _run(self, body: DecodedBody, answer_to: int | None, lend: LentConnection | None) -> Response:
         try:
-            return await self.server.run(self.session, body, answer_to, self.closes)
+            return await self.server.run(self.session, body, answer_to, self.closes, lend)
         finally:
             self.abort()
 

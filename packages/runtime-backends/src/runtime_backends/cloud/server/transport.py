@@ -20,6 +20,7 @@ any other exception becomes a ``500`` with its message, and the connection goes 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import socket
 from collections.abc import Awaitable, Callable
@@ -29,6 +30,7 @@ from typing import Protocol
 
 import h11
 
+from runtime_backends.cloud.server.lend import RAW_BODY_BYTES, Back, HeadTemplate
 from runtime_backends.cloud.server.limits import Limits
 
 __all__ = ["RequestHead", "Response", "HTTPError", "BodySink", "Handler", "HttpConnection"]
@@ -67,6 +69,9 @@ class Response:
     sent: Callable[[], None] | None = None
     length: int = 0
     written: bool = False
+    lent: bool = False
+    """A ``written`` answer after which the connection stays with whoever wrote it (``lend``): the transport neither
+    reads nor writes it until :meth:`HttpConnection.give_back`."""
 
 
 class HTTPError(Exception):
@@ -90,13 +95,15 @@ class BodySink(Protocol):
     read and dropped, and that error answered), ``complete`` once it has all arrived -- the response, or an awaitable
     of it when producing it takes a while -- and ``abort`` if the body never arrives whole.
 
-    ``complete(answer_to)`` gets the connection's socket descriptor (``None`` when the connection is gone), with
+    ``complete(answer_to, lend)`` gets the connection's socket descriptor (``None`` when the connection is gone), with
     nothing of an earlier answer left to send on it: a sink may have the answer written there directly (and say so
-    with ``Response.written``), or raise :class:`AnswerCut` when that failed part-way."""
+    with ``Response.written``), or raise :class:`AnswerCut` when that failed part-way. ``lend`` is the connection
+    when it may be lent after the answer (nothing of a next request has been read, and the request is one a lent
+    connection serves: see ``lend``), else ``None``."""
 
     def feed(self, chunk: Bytes) -> None: ...
 
-    def complete(self, answer_to: int | None) -> Response | Awaitable[Response]: ...
+    def complete(self, answer_to: int | None, lend: HttpConnection | None) -> Response | Awaitable[Response]: ...
 
     def abort(self) -> None: ...
 
@@ -107,10 +114,13 @@ class Handler(Protocol):
     def head(self, request: RequestHead) -> Response | BodySink: ...
 
 
-_IDLE, _HEAD, _BODY, _BUSY = "idle", "head", "body", "busy"
+_IDLE, _HEAD, _BODY, _BUSY, _LENT = "idle", "head", "body", "busy", "lent"
 _SEND = "send"  # a deadline only: an answer still in the write buffer
 _JOIN_BELOW = 64 << 10
-_RAW_BODY_BYTES = 1 << 20  # bodies from this size up are received past h11
+CLOSING_STATUS = 400
+"""Error answers (this status and up) close the connection after them, as the reference server's do (it drops the
+connection when a request fails): a client that does not read an error's body -- tinygrad 0.10.2's asserts on the
+status and leaves the body unread -- then goes on with a new connection instead of a connection it cannot use."""
 
 
 class HttpConnection(asyncio.Protocol):
@@ -138,6 +148,9 @@ class HttpConnection(asyncio.Protocol):
         self._closes = False  # the request being answered closes the connection after its answer
         self._drained: asyncio.Future[None] | None = None  # an answer waits on it while an earlier one is unsent
         self.last_active = 0.0  # loop time of the last bytes received (the oldest idle connections are shed first)
+        self.conn_id = id(self)  # names the connection while it is lent
+        self.template: HeadTemplate | None = None  # the request being answered, as a lent connection would match it
+        self._back: Callable[[], None] | None = None  # what the worker said of the connection before it was lent here
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -232,6 +245,7 @@ class HttpConnection(asyncio.Protocol):
         head = _head(event)
         has_body, self._chunked = head.content_length != 0, head.content_length is None
         self._head_request, self._closes = head.method == "HEAD", head.closes
+        self.template = _template(event, head)
         try:
             if self._chunked and "content-length" in head.headers:  # RFC 9112 section 6.3: a smuggling attempt
                 raise HTTPError(400, "request has both Transfer-Encoding and Content-Length; send one of them")
@@ -258,7 +272,7 @@ class HttpConnection(asyncio.Protocol):
         self._sink = outcome
         if self.h11.they_are_waiting_for_100_continue and self.transport is not None:
             self.transport.write(self.h11.send(h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")))
-        if head.content_length is not None and head.content_length >= _RAW_BODY_BYTES:
+        if head.content_length is not None and head.content_length >= RAW_BODY_BYTES:
             self._take_body_past_h11(event, head.content_length)
 
     def _take_body_past_h11(self, event: h11.Request, length: int) -> None:
@@ -327,8 +341,9 @@ class HttpConnection(asyncio.Protocol):
             await self._drained
             self._cancel_timer()
         sock = transport.get_extra_info("socket") if transport is not None and not transport.is_closing() else None
+        lendable = self.template is not None and self.h11.trailing_data == (b"", False) and not self._write_paused
         try:
-            outcome = sink.complete(sock.fileno() if sock is not None else None)
+            outcome = sink.complete(sock.fileno() if sock is not None else None, self if lendable else None)
             response = outcome if isinstance(outcome, Response) else await outcome
         except AnswerCut as e:
             log.info("answer cut: %s", e)
@@ -349,12 +364,16 @@ class HttpConnection(asyncio.Protocol):
             return
         if response.sent is not None:
             self._unsent.append(response.sent)
+        back, self._back = self._back, None
         if response.written:
-            self._record(transport)
+            if response.lent:
+                self._lend(transport, back)
+            else:
+                self._record(transport, response.status)
             return
         length = memoryview(response.body).nbytes
         headers = [("content-length", str(length)), ("content-type", response.content_type), *response.headers]
-        if close:
+        if close or response.status >= CLOSING_STATUS:
             headers.append(("connection", "close"))
         try:
             reason = HTTPStatus(response.status).phrase.encode()
@@ -371,13 +390,13 @@ class HttpConnection(asyncio.Protocol):
             return
         self._next_cycle(transport)
 
-    def _record(self, transport: asyncio.Transport) -> None:
+    def _record(self, transport: asyncio.Transport, status: int) -> None:
         """An answer someone else wrote (with its ``Content-Length``) went out: close if the request said so, else a
         fresh h11 connection takes the next request, with what arrived after this one (telling h11 of an answer it
         did not write would cost as much as parsing a request)."""
         if transport.get_write_buffer_size() == 0:
             self._flushed()
-        if self._closes:
+        if self._closes or status >= CLOSING_STATUS:
             self._close_after_sending(transport)
             return
         buffered, closed = self.h11.trailing_data
@@ -387,6 +406,49 @@ class HttpConnection(asyncio.Protocol):
         if closed:
             self.h11.receive_data(b"")
         self._await_next(transport)
+
+    def _lend(self, transport: asyncio.Transport, back: Callable[[], None] | None) -> None:
+        """The connection stays with the worker that wrote the answer: not read (reading is paused since the request
+        arrived) nor timed here until :meth:`give_back`; a fresh h11 connection will take the next request then."""
+        if transport.get_write_buffer_size() == 0:
+            self._flushed()
+        self._phase = _LENT
+        self._cancel_timer()
+        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_header_bytes)
+        if back is not None:  # given back before the worker's answer was recorded here
+            back()
+
+    def give_back(self, why: Back) -> None:
+        """The connection is back from the worker it was lent to: read its next request (still unread on the
+        socket), or close it (``Back.IDLE``), or drop it (``Back.CUT``: an answer did not reach the client whole)."""
+        transport = self.transport
+        if self._phase == _BUSY:
+            self._back = functools.partial(self.give_back, why)
+            return
+        if self._phase != _LENT or transport is None or transport.is_closing():
+            return
+        if why is Back.CUT:
+            transport.abort()
+        elif why is Back.CLOSE:
+            transport.close()
+        else:
+            self._await_next(transport)
+
+    def fail(self, status: int, message: str) -> None:
+        """The worker the connection was lent to died running its request: answer ``status`` with ``message`` (the
+        request was read by the worker, so this transport writes the answer without h11), then close."""
+        transport = self.transport
+        if self._phase == _BUSY:
+            self._back = functools.partial(self.fail, status, message)
+            return
+        if self._phase != _LENT or transport is None or transport.is_closing():
+            return
+        body = message.encode()
+        head = (f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\ncontent-length: {len(body)}\r\n"
+                f"content-type: text/plain; charset=utf-8\r\nconnection: close\r\n\r\n")
+        transport.write(head.encode("latin-1") + body)
+        self._phase = _IDLE
+        self._close_after_sending(transport)
 
     def _wake_writer(self) -> None:
         if self._drained is not None and not self._drained.done():
@@ -496,6 +558,16 @@ def _write(transport: asyncio.Transport, pieces: list[Bytes]) -> None:
         for p in pieces:
             if memoryview(p).nbytes:
                 transport.write(p)
+
+
+def _template(event: h11.Request, head: RequestHead) -> HeadTemplate | None:
+    """The template a lent connection matches the next requests against, for a request that may be followed on a
+    lent connection: a keep-alive HTTP/1.1 ``POST`` with a small declared body and nothing unusual."""
+    if (head.method != "POST" or head.closes or event.http_version != b"1.1" or head.content_length is None
+            or head.content_length >= RAW_BODY_BYTES or "expect" in head.headers
+            or "transfer-encoding" in head.headers):
+        return None
+    return HeadTemplate.of(event.method, event.target, event.http_version, list(event.headers.raw_items()))
 
 
 def _head_bytes(event: h11.Request) -> bytes:

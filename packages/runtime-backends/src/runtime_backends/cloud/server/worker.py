@@ -34,27 +34,30 @@ import json
 import logging
 import mmap
 import os
+import select
 import signal
 import socket
 import struct
 import subprocess
 import sys
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Protocol
 
 from runtime_backends.cloud.server.batch import BatchError, BufferRead, Session, read_chunks, release, run_batch
 from runtime_backends.cloud.server.budget import MemoryBudget
+from runtime_backends.cloud.server.lend import RETURN, Back, Board, HeadTemplate, LentConnections
 from runtime_backends.cloud.server.limits import Limits
-from runtime_backends.cloud.wire.framing import HEADER_BYTES, Blob, Bytes
+from runtime_backends.cloud.server.transport import CLOSING_STATUS
+from runtime_backends.cloud.wire.framing import HEADER_BYTES, Blob, Bytes, FramingError, decode_body
 from runtime_backends.cloud.wire.literal import decode_requests
 from runtime_backends.cloud.wire.protocol import SIGNATURE_HEADER, ProtocolError, Request
 from runtime_core.config import environ_snapshot, replace_environ
 from runtime_core.device import Compiled, Device
 
-__all__ = ["Worker", "WorkerGone", "WorkerReply", "Zygote", "CHUNK_BYTES", "SHARED_BLOB",
+__all__ = ["Worker", "WorkerGone", "WorkerReply", "Zygote", "LentConnection", "lends", "CHUNK_BYTES", "SHARED_BLOB",
            "MAX_SHARED_BLOBS", "serve_session", "describe_exit"]
 
 log = logging.getLogger(__name__)
@@ -66,7 +69,9 @@ MAX_SHARED_BLOBS = 64
 """Blobs of one batch passed by descriptor at most (the rest are copied)."""
 _LENGTH = struct.Struct("<Q")
 _MESSAGE = struct.Struct("<QB")  # a batch's bytes, flags
-_CLIENT, _CLOSE = 1, 2  # flags: the first descriptor is the client's connection; the answer closes it
+_CLIENT, _CLOSE, _LEND = 1, 2, 4  # flags: the first descriptor is the client's connection; the answer closes it;
+# the connection is lent after the answer (the message starts with _LENDING and the template)
+_LENDING = struct.Struct("<QI")  # connection id, bytes of the head template
 _REPLY = struct.Struct("<HIQ")
 _WRITTEN = struct.Struct("<?")
 _DECODED_ENTRIES = 256
@@ -77,9 +82,10 @@ _SEND_PIECE = 4 << 20  # a large answer goes to the client in pieces of this siz
 
 # the worker process
 def serve_session(sock: socket.socket, device: str, limits: Limits, budget: MemoryBudget, slot: int,
-                  environ: dict[str, str]) -> None:
+                  environ: dict[str, str], board: Board, returns: socket.socket) -> None:
     """A worker's main: take the server's environment ``environ`` (as it is now, not as it was when the fork server
-    started), open ``device``, then run the batches that arrive on ``sock`` for one session until it closes; the
+    started), open ``device``, then run the batches that arrive on ``sock`` -- and on the connections the server lends
+    it (``lend``: ``board`` row ``slot``, given back on ``returns``) -- for one session until ``sock`` closes; the
     session's buffers count in ``budget``'s ``slot``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # ^C of a server in a terminal: the server ends its workers
     replace_environ(environ)
@@ -91,10 +97,32 @@ def serve_session(sock: socket.socket, device: str, limits: Limits, budget: Memo
         return
     session = Session(f"worker-{os.getpid()}", budget=budget, slot=slot)
     decoded: OrderedDict[str, list[Request]] = OrderedDict()
+    epoll = select.epoll()
+    epoll.register(sock.fileno(), select.EPOLLIN)
+
+    def serve_lent(client: socket.socket, conn_id: int, body: memoryview) -> Back | None:
+        board.serving(slot, conn_id)
+        try:
+            answer = _execute_lent(dev, session, limits, decoded, body)
+        finally:
+            board.served(slot, session.held_bytes, session.empty)
+        if not _answer_lent(client, answer, limits):
+            return Back.CUT
+        if answer.status >= CLOSING_STATUS:
+            return Back.CLOSE
+        return Back.REQUEST if session.empty else None  # the client ended its session: the server ends it
+    lent = LentConnections(epoll, returns, serve_lent, limits.max_header_bytes, limits.idle_timeout_s)
     sock.sendall(_REPLY.pack(200, 0, 0))  # ready
     try:
-        while (batch := _receive(sock)) is not None:
-            _run(sock, dev, session, limits, decoded, *batch)
+        while True:
+            for fd, _ in epoll.poll(lent.timeout()):
+                if fd in lent:
+                    lent.ready(fd)
+                elif (batch := _receive(sock)) is None:
+                    return
+                else:
+                    _run(sock, dev, session, limits, decoded, lent, *batch)
+            lent.expire()
     except (BrokenPipeError, ConnectionResetError, EOFError):  # the server ended the session mid-answer
         log.info("session worker %d: the server closed its socket", os.getpid())
     finally:
@@ -133,31 +161,71 @@ def _read_exactly(sock: socket.socket, n: int) -> memoryview | None:
 
 
 def _run(sock: socket.socket, dev: Compiled, session: Session, limits: Limits,
-         decoded: OrderedDict[str, list[Request]], message: memoryview, fds: list[int], flags: int) -> None:
+         decoded: OrderedDict[str, list[Request]], lent: LentConnections, message: memoryview, fds: list[int],
+         flags: int) -> None:
     client = socket.socket(fileno=fds.pop(0)) if flags & _CLIENT else None
+    lend: tuple[int, HeadTemplate] | None = None
+    if flags & _LEND:
+        conn_id, n = _LENDING.unpack_from(message)
+        lend = conn_id, HeadTemplate.decode(bytes(message[_LENDING.size:_LENDING.size + n]))
+        message = message[_LENDING.size + n:]
     try:
         blobs, last = _split(message, fds)
+        answer = _execute(dev, session, limits, decoded, blobs, last, bool(flags & _CLOSE))
         try:
-            requests = _decode(decoded, last, blobs[last], limits)
-            result = run_batch(dev, session, requests, blobs, limits)
-        except BatchError as e:
-            text = e.message.encode()
-            _answer(sock, client, _Answer(e.status, None, [text], len(text), bool(flags & _CLOSE)), session, limits)
-            return
-        body = result.body
-        if isinstance(body, BufferRead):
-            try:
-                answer = _Answer(200, result.signature, read_chunks(body, CHUNK_BYTES), body.nbytes,
-                                 bool(flags & _CLOSE))
-                _answer(sock, client, answer, session, limits)
-            finally:
-                body.done()
-        else:
-            answer = _Answer(200, result.signature, [body], memoryview(body).nbytes, bool(flags & _CLOSE))
-            _answer(sock, client, answer, session, limits)
+            whole = _answer(sock, client, answer, session, limits)
+        finally:
+            answer.done()
+        if whole and client is not None and lend is not None and answer.status < CLOSING_STATUS:
+            lent.add(client, *lend)
+            client = None
     finally:
         if client is not None:
             client.close()  # this process's descriptor only: the connection stays the server's
+
+
+def _execute(dev: Compiled, session: Session, limits: Limits, decoded: OrderedDict[str, list[Request]],
+             blobs: dict[str, Blob], last: str, close: bool) -> _Answer:
+    """Run the batch whose request list is blob ``last``: its answer, or the error's."""
+    try:
+        requests = _decode(decoded, last, blobs[last], limits)
+        result = run_batch(dev, session, requests, blobs, limits)
+    except BatchError as e:
+        text = e.message.encode()
+        return _Answer(e.status, None, [text], len(text), close)
+    body = result.body
+    if isinstance(body, BufferRead):
+        return _Answer(200, result.signature, read_chunks(body, CHUNK_BYTES), body.nbytes, close, body)
+    return _Answer(200, result.signature, [body], memoryview(body).nbytes, close)
+
+
+def _execute_lent(dev: Compiled, session: Session, limits: Limits, decoded: OrderedDict[str, list[Request]],
+                  body: memoryview) -> _Answer:
+    """Verify and run a body that arrived on a lent connection, as the server would have: within the batch deadline
+    (``SIGALRM``, left at its default action, ends the worker: the server answers ``504``)."""
+    try:
+        verified = decode_body(body, limits)
+    except FramingError as e:
+        text = f"bad batch body: {e}".encode()
+        return _Answer(400, None, [text], len(text), False)
+    signal.setitimer(signal.ITIMER_REAL, limits.max_kernel_seconds)
+    try:
+        return _execute(dev, session, limits, decoded, verified.blobs, verified.requests_hash, False)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _answer_lent(client: socket.socket, answer: _Answer, limits: Limits) -> bool:
+    """Write ``answer`` to a lent connection; whether all of it went out."""
+    try:
+        head = answer.head()
+        if answer.length < _JOIN_BELOW:
+            whole = b"".join([head, *answer.pieces])
+            done = _send_now(client, whole)
+            return done == len(whole) or _write(client, [memoryview(whole)[done:]], limits)
+        return _write(client, itertools.chain([head], answer.pieces), limits)
+    finally:
+        answer.done()
 
 
 @dataclass
@@ -170,6 +238,12 @@ class _Answer:
     pieces: Iterable[Bytes]
     length: int
     close: bool
+    read: BufferRead | None = None
+
+    def done(self) -> None:
+        """The answer is sent or abandoned: a buffer it was read from may be freed."""
+        if self.read is not None:
+            self.read.done()
 
     def head(self) -> bytes:
         """The status line and headers (RFC 9112 section 4), as the server's transport writes its own answers."""
@@ -178,21 +252,21 @@ class _Answer:
                  f"content-type: {content_type}"]
         if self.signature is not None:
             lines.append(f"{SIGNATURE_HEADER}: buffers={self.signature[0]}, vals={self.signature[1]}")
-        if self.close:
+        if self.close or self.status >= CLOSING_STATUS:
             lines.append("connection: close")
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
 def _answer(sock: socket.socket, client: socket.socket | None, answer: _Answer, session: Session,
-            limits: Limits) -> None:
+            limits: Limits) -> bool:
     """Write the answer to the client's connection and tell the server: in one message when the answer went out at
     once (the usual small answer), else the status first (the batch's deadline ends when it has run, not when the
-    client has taken its answer), then whether all of it went out."""
+    client has taken its answer), then whether all of it went out (returned)."""
     meta = json.dumps({"signature": answer.signature, "held": session.held_bytes, "empty": session.empty}).encode()
     reply = _REPLY.pack(answer.status, len(meta), answer.length) + meta
     if client is None:
         sock.sendall(reply + _WRITTEN.pack(False))
-        return
+        return False
     head = answer.head()
     rest: Iterable[Bytes]
     if answer.length < _JOIN_BELOW:
@@ -200,12 +274,14 @@ def _answer(sock: socket.socket, client: socket.socket | None, answer: _Answer, 
         done = _send_now(client, whole)
         if done == len(whole):
             sock.sendall(reply + _WRITTEN.pack(True))
-            return
+            return True
         rest = [memoryview(whole)[done:]]
     else:
         rest = itertools.chain([head], answer.pieces)
     sock.sendall(reply)
-    sock.sendall(_WRITTEN.pack(_write(client, rest, limits)))
+    whole_sent = _write(client, rest, limits)
+    sock.sendall(_WRITTEN.pack(whole_sent))
+    return whole_sent
 
 
 def _send_now(client: socket.socket, data: bytes) -> int:
@@ -312,25 +388,43 @@ class Zygote:
         self._loop = loop
         loop.add_reader(self._sock, self._on_message)
 
-    async def spawn(self, device: str, limits: Limits, budget: MemoryBudget, slot: int) -> tuple[int, socket.socket]:
-        """A new worker for ``device`` with budget slot ``slot``: its pid and the server's end of its socket."""
+    async def spawn(self, device: str, limits: Limits, budget: MemoryBudget, board: Board,
+                    slot: int) -> tuple[int, socket.socket, socket.socket]:
+        """A new worker for ``device`` with budget slot ``slot``: its pid, the server's end of its socket and of the
+        socket it gives lent connections back on."""
         loop = self._running_loop()
         ours, theirs = socket.socketpair()
+        returns, their_returns = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         request = {"device": device, "limits": dataclasses.asdict(limits), "slot": slot, "budget_total": budget.total,
                    "environ": environ_snapshot()}
         started = loop.create_future()
         self._started.append(started)
         try:
-            socket.send_fds(self._sock, [json.dumps(request).encode()], [theirs.fileno(), budget.fd])
+            socket.send_fds(self._sock, [json.dumps(request).encode()],
+                            [theirs.fileno(), budget.fd, board.fd, their_returns.fileno()])
         except OSError as e:
             self._started.remove(started)
             ours.close()
+            returns.close()
             raise WorkerGone(f"the server's fork server is gone ({e}); restart the server", 503) from None
         finally:
             theirs.close()
+            their_returns.close()
         pid = await started
         self._exit(pid)
-        return pid, ours
+        return pid, ours, returns
+
+    def watch(self, sock: socket.socket, callback: Callable[[], None]) -> None:
+        """Call ``callback`` on this zygote's loop whenever ``sock`` is readable (until :meth:`unwatch`)."""
+        self._running_loop().add_reader(sock, callback)
+
+    def unwatch(self, sock: socket.socket) -> None:
+        if self._loop is not None and not self._loop.is_closed() and sock.fileno() >= 0:
+            self._loop.remove_reader(sock)
+
+    def exit_future(self, pid: int) -> asyncio.Future[int | None]:
+        """A future of worker ``pid``'s exit code (``None``: unknown, the fork server is gone)."""
+        return self._exit(pid)
 
     def _exit(self, pid: int) -> asyncio.Future[int | None]:
         if pid not in self._exits:
@@ -404,10 +498,25 @@ class Worker:
 
     Make one with :meth:`start`; then per batch :meth:`run` and :meth:`body`; :meth:`close` and :meth:`reap` at the
     end. Use from the server's event loop only.
+
+    ``lent``: the connections lent to the worker (``lend``), by id; each comes back through
+    :meth:`LentConnection.give_back` -- when the worker gives it back, or when the worker has exited -- or, when the
+    worker died running one of its requests, :meth:`LentConnection.fail` answers that request. ``on_exit`` is
+    called once the worker has exited, after that; ``on_return`` after the worker gave connections back.
     """
 
-    def __init__(self, zygote: Zygote, pid: int, sock: socket.socket, budget: MemoryBudget, slot: int) -> None:
-        self.zygote, self.pid, self.budget, self.slot = zygote, pid, budget, slot
+    def __init__(self, zygote: Zygote, pid: int, sock: socket.socket, returns: socket.socket, budget: MemoryBudget,
+                 board: Board, slot: int, max_kernel_seconds: float) -> None:
+        self.zygote, self.pid, self.budget, self.board, self.slot = zygote, pid, budget, board, slot
+        self.max_kernel_seconds = max_kernel_seconds
+        self.lent: dict[int, LentConnection] = {}
+        self.on_exit: Callable[[Worker], None] | None = None
+        self.on_return: Callable[[Worker], None] | None = None
+        board.clear(slot)
+        self._returns = returns
+        returns.setblocking(False)
+        zygote.watch(returns, self._on_return)
+        zygote.exit_future(pid).add_done_callback(self._exited)
         self._sock = sock
         # batches go out through a second descriptor of the same socket with loop.sock_sendall, straight from the
         # received blobs: a stream writer would copy a large body into its buffer and shift that buffer per send
@@ -419,10 +528,11 @@ class Worker:
         self.overdue = False  # stopped at a batch's deadline
 
     @classmethod
-    async def start(cls, zygote: Zygote, device: str, limits: Limits, budget: MemoryBudget, slot: int) -> Worker:
+    async def start(cls, zygote: Zygote, device: str, limits: Limits, budget: MemoryBudget, board: Board,
+                    slot: int) -> Worker:
         """A worker that has opened ``device``; :class:`WorkerGone` (``503``) if it could not."""
-        pid, sock = await zygote.spawn(device, limits, budget, slot)
-        worker = cls(zygote, pid, sock, budget, slot)
+        pid, sock, returns = await zygote.spawn(device, limits, budget, board, slot)
+        worker = cls(zygote, pid, sock, returns, budget, board, slot, limits.max_kernel_seconds)
         worker._reader, worker._writer = await asyncio.open_connection(sock=sock, limit=_STREAM_LIMIT)
         reply = await worker._head()
         if reply.status != 200:
@@ -433,16 +543,22 @@ class Worker:
         return worker
 
     async def run(self, pieces: list[Blob | bytes], fds: list[int], answer_to: int | None, close: bool,
-                  deadline_s: float) -> WorkerReply:
+                  deadline_s: float, lend: LentConnection | None = None) -> WorkerReply:
         """Send a batch (its framed blobs in ``pieces``, the descriptors of its shared blobs in ``fds``) whose answer
         the worker writes to the client's connection ``answer_to`` (``None``: the client is gone; ``close``: the
         answer says the connection closes), and wait until it has run, at most ``deadline_s`` seconds (then the
         worker is stopped); then :meth:`written` says whether the answer reached the client. :class:`WorkerGone`
-        when the worker died or was stopped."""
+        when the worker died or was stopped. With ``lend`` (and ``answer_to``), the
+        worker keeps the connection after an answer that went out whole, and serves its next requests itself."""
         self._streams()
         loop = asyncio.get_running_loop()
         total = sum(memoryview(p).nbytes for p in pieces)
         flags = (_CLIENT if answer_to is not None else 0) | (_CLOSE if close else 0)
+        if lends(lend, answer_to) and lend is not None and lend.template is not None:
+            template = lend.template.encode()
+            pieces = [_LENDING.pack(lend.conn_id, len(template)) + template, *pieces]
+            total += len(pieces[0])
+            flags |= _LEND
         head = _MESSAGE.pack(total, flags)
         data = b"".join([head, *pieces]) if total < _JOIN_BELOW else head
         fds = [answer_to, *fds] if answer_to is not None else fds
@@ -527,7 +643,8 @@ class Worker:
                 pass
 
     def close(self) -> None:
-        """End the session: closing its socket makes the worker free everything and exit (see :meth:`reap`)."""
+        """End the session: closing its socket makes the worker free everything and exit (see :meth:`reap`); the
+        connections lent to it come back once it has exited."""
         self._out.close()
         if self._writer is not None:
             self._writer.close()
@@ -542,6 +659,77 @@ class Worker:
             await self.zygote.exit_code(self.pid, 5.0)
         self.budget.clear(self.slot)
         self.zygote.forget(self.pid)
+
+
+    def _on_return(self) -> None:
+        """The worker gives connections back: ``<QB`` (id, ``Back`` reason) per message."""
+        while True:
+            try:
+                data = self._returns.recv(RETURN.size)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                data = b""
+            if len(data) != RETURN.size:  # closed: the worker has exited, _exited gives the rest back
+                self.zygote.unwatch(self._returns)
+                return
+            conn_id, why = RETURN.unpack(data)
+            if (conn := self.lent.pop(conn_id, None)) is not None:
+                conn.give_back(Back(why))
+            if self.on_return is not None:
+                self.on_return(self)
+
+    def _exited(self, future: asyncio.Future[int | None]) -> None:
+        """The worker has exited: answer the lent request it was running (if any) with why, give the other lent
+        connections back, clear its rows, tell ``on_exit``."""
+        code = None if future.cancelled() else future.result()
+        serving = self.board.serving_now(self.slot)
+        if self._returns.fileno() >= 0:
+            self._on_return()  # what it gave back before it exited
+        self.zygote.unwatch(self._returns)
+        self._returns.close()
+        for conn_id, conn in list(self.lent.items()):
+            if conn_id == serving:
+                if code == -signal.SIGALRM:
+                    status, why = 504, (f"the batch ran longer than --max-kernel-seconds={self.max_kernel_seconds:g}; "
+                                        f"its worker was stopped")
+                else:
+                    status, why = 500, self.stopped_because or describe_exit(code)
+                conn.fail(status, f"{why}; the session's buffers and programs are gone (other sessions go on); start "
+                                  f"a new session")
+            else:
+                conn.give_back(Back.REQUEST)
+        self.lent.clear()
+        self.board.clear(self.slot)
+        self.budget.clear(self.slot)
+        if self.on_exit is not None:
+            self.on_exit(self)
+
+    def last_served(self) -> tuple[float, int, bool] | None:
+        """``(monotonic seconds, bytes held, empty)`` as of the last request served on a lent connection."""
+        return self.board.last_served(self.slot)
+
+    def serving_lent(self) -> bool:
+        """Whether the worker is running a request of a lent connection now."""
+        return self.board.serving_now(self.slot) != 0
+
+
+def lends(lend: LentConnection | None, answer_to: int | None) -> bool:
+    """Whether a batch answered on ``answer_to`` leaves the connection ``lend`` with the worker."""
+    return lend is not None and lend.template is not None and answer_to is not None
+
+
+class LentConnection(Protocol):
+    """A client connection as the server lends it to a worker (the transport's side of ``lend``)."""
+
+    conn_id: int
+    template: HeadTemplate | None  # the request it is lent after (a connection is lent only after one that has it)
+
+    def give_back(self, why: Back) -> None:
+        """The worker no longer has the connection: read the next request (or close it, as ``why`` says)."""
+
+    def fail(self, status: int, message: str) -> None:
+        """The worker died running the connection's request: answer it ``status`` with ``message``, then close."""
 
 
 def describe_exit(exitcode: int | None) -> str:

@@ -5,8 +5,9 @@ nothing of the server's ``__main__`` is run again (a script that embeds a server
 
 Messages on the control socket (``SOCK_SEQPACKET``, one JSON object each; :class:`worker.Zygote` is the other end):
 
-* server -> zygote: ``{"device", "limits", "slot", "budget_total", "environ"}`` with two descriptors attached, the
-  worker's end of its socket pair and the memory budget's shared file;
+* server -> zygote: ``{"device", "limits", "slot", "budget_total", "environ"}`` with four descriptors attached, the
+  worker's end of its socket pair, the memory budget's shared file, the lent-connection board's shared file and the
+  worker's end of the socket it gives lent connections back on (``lend``);
 * zygote -> server: ``{"started": pid}`` for each request, in order; ``{"exited": pid, "code": c}`` when a worker
   exits (``c`` negative: killed by signal ``-c``, as ``os.waitstatus_to_exitcode`` says).
 
@@ -25,6 +26,7 @@ import traceback
 from typing import Any
 
 from runtime_backends.cloud.server.budget import MemoryBudget
+from runtime_backends.cloud.server.lend import Board
 from runtime_backends.cloud.server.limits import Limits
 from runtime_backends.cloud.server.worker import serve_session
 from runtime_core.device import Device
@@ -50,7 +52,7 @@ def main(argv: list[str]) -> int:
                 os.read(wake_r, 4096)
                 _report_exits(control)
             if control.fileno() in ready:
-                message, fds, _, _ = socket.recv_fds(control, _MAX_MESSAGE, 2)
+                message, fds, _, _ = socket.recv_fds(control, _MAX_MESSAGE, 4)
                 if not message:
                     return 0
                 _fork(control, json.loads(message), fds, (wake_r, wake_w))
@@ -70,7 +72,7 @@ def _fork(control: socket.socket, request: dict[str, Any], fds: list[int], wake:
                 os.close(fd)
             budget = MemoryBudget.attach(fds[1], request["budget_total"])
             serve_session(socket.socket(fileno=fds[0]), request["device"], Limits(**request["limits"]), budget,
-                          request["slot"], request["environ"])
+                          request["slot"], request["environ"], Board.attach(fds[2]), socket.socket(fileno=fds[3]))
             code = 0
         except BaseException:
             traceback.print_exc()
