@@ -23,6 +23,11 @@ Messages between server and worker (both this package's own code; the data was c
   and both records follow in one message; otherwise the ``<HIQ`` goes first (the batch's deadline ends when it has
   run, not when the client has taken its answer). Neither the answer nor a large blob passes through the server
   process: an answer reaches the client without a hop through it.
+* lending (flag 4): the message starts with ``<QI`` (connection id, bytes of a head template) and the template
+  (``lend``); after an answer that went out whole (and is not an error, which closes the connection) the worker keeps
+  the client's connection and serves that session's next requests on it itself -- no message to the server at all --
+  until it gives the connection back over its returns socket. While it runs a lent request, ``SIGALRM`` (an interval
+  timer of ``--max-kernel-seconds``, left at its default action) ends it at the batch deadline.
 """
 
 from __future__ import annotations
