@@ -177,3 +177,15 @@ def test_small_limits_still_bound_a_lent_connections_head(server: CloudServer) -
         s.sendall(b"POST /batch HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 8000 + b"\r\n\r\n")
         answer = s.recv(4096)
         assert answer.startswith(b"HTTP/1.1 431"), answer  # back to the server, which refuses it
+
+
+def test_shedding_a_lent_connection_frees_the_servers_descriptor_and_the_client_goes_on(
+        server: CloudServer, conn: http.client.HTTPConnection) -> None:
+    assert post(conn, wire_body(f"[BufferAlloc(1, 4, {spec()})]")).status == 200
+    assert eventually(lambda: _lent(server) == 1)
+    (only,) = server._connections
+    assert only.idle
+    assert server._loop is not None
+    server._loop.call_soon_threadsafe(server._shed, 1)  # as near the descriptor limit
+    assert eventually(lambda: not server._connections)
+    assert _copy_round_trip(conn, "s1", b"kept") == b"kept"  # the worker still serves it

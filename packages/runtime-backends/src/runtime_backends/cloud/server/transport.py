@@ -182,8 +182,10 @@ class HttpConnection(asyncio.Protocol):
 
     @property
     def idle(self) -> bool:
-        """No request in progress and no answer being sent: the connection may be closed without losing anything."""
-        return self._phase == _IDLE and self._task is None and not self._write_paused
+        """No request in progress and no answer being sent: the connection may be closed without losing anything. A
+        lent connection is: closing this process's descriptor of it frees a descriptor here, while the worker, which
+        holds its own, goes on serving it (and it ends when the worker gives it back)."""
+        return self._phase in (_IDLE, _LENT) and self._task is None and not self._write_paused
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._wake_writer()
