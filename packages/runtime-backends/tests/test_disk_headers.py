@@ -134,6 +134,16 @@ def test_nesting_deeper_than_the_format_is_refused(path, made, depth):
 
 
 @EXAMPLES
+@given(safetensors_headers(), st.dictionaries(st.text('[]{}"\\u', max_size=12), st.text('[]{}"\\/n', max_size=40),
+                                              min_size=1, max_size=3))
+def test_brackets_quotes_and_backslashes_inside_strings_are_not_nesting(path, made, metadata):
+    header, payload = made
+    header["__metadata__"] = metadata
+    found = _parse(path, _safetensors_bytes(json.dumps(header), payload), safetensors_tensors)
+    assert set(found) == set(header) - {"__metadata__"}
+
+
+@EXAMPLES
 @given(safetensors_headers(), st.booleans())
 def test_a_name_given_twice_is_refused(path, made, inside_an_entry):
     header, payload = made

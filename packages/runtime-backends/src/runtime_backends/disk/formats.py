@@ -53,7 +53,12 @@ _SAFETENSORS_FIELDS = {"dtype", "shape", "data_offsets"}
 _NPY_MAGIC = b"\x93NUMPY"
 _NPY_HEADER_MAX = 10000  # numpy.load's own bound (max_header_size) for headers it parses with literal_eval
 _NPY_KEYS = {"descr", "fortran_order", "shape"}
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_JSON_STRING = re.compile(rb'"[^"]*"')  # a string once its escaped backslashes and quotes are gone
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_BRACKET_STEP = np.zeros(256, np.int8)
+_BRACKET_STEP[list(b"[{")] = 1
+_BRACKET_STEP[list(b"]}")] = -1
+_DEPTH_PIECE = 1 << 20  # brackets summed at a time: bounded memory for a header of 100 MB of brackets
 _REPR = reprlib.Repr()  # how much of a bad value an error quotes
 _REPR.maxstring = _REPR.maxother = 120
 _REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxtuple = 3, 6, 6, 6
@@ -309,10 +314,16 @@ def _safetensors_json(where: str, raw: bytes) -> dict:
 
 def _json_depth(raw: bytes) -> int:
     """The deepest nesting of objects and arrays in JSON text ``raw`` (brackets inside strings do not count)."""
-    skeleton = np.frombuffer(_JSON_STRING.sub(b"", raw), dtype=np.uint8)
-    step = np.isin(skeleton, np.frombuffer(b"[{", np.uint8)).astype(np.int64)
-    step -= np.isin(skeleton, np.frombuffer(b"]}", np.uint8))
-    return int(np.cumsum(step).max(initial=0))
+    # bytes.replace and a regex without repeated groups: linear time and a few copies of memory for any header (a
+    # regex matching escapes inside strings kept state per escape: gigabytes for 100 MB of them)
+    unescaped = raw.replace(b"\\\\", b"").replace(b'\\"', b"")  # left to right: each backslash pair, then \"
+    brackets = _JSON_STRING.sub(b"", unescaped).translate(None, _NOT_BRACKETS)
+    depth = deepest = 0
+    for at in range(0, len(brackets), _DEPTH_PIECE):
+        piece = np.frombuffer(brackets, np.uint8, min(_DEPTH_PIECE, len(brackets) - at), at)
+        levels = depth + np.cumsum(_BRACKET_STEP[piece], dtype=np.int64)
+        depth, deepest = int(levels[-1]), max(deepest, int(levels.max()))
+    return deepest
 
 
 def _check_metadata(where: str, metadata: object) -> None:
