@@ -37,7 +37,6 @@ import numpy as np
 
 from runtime_backends.disk.device import DiskDevice
 from runtime_core.buffer import Buffer
-from runtime_core.device import Device
 from runtime_core.dtype import DType, dtypes
 
 __all__ = ["HeaderError", "Tensor", "file_buffer", "c_contiguous_nbytes", "npy_tensor", "safetensors_tensors",
@@ -143,7 +142,7 @@ def c_contiguous_nbytes(shape: tuple[int, ...], strides: tuple[int, ...], itemsi
 
 def _size_now(base: Buffer) -> int:
     """The bytes of the file that ``base`` covers now: the file may have shrunk since the buffer was made."""
-    dev = Device[base.device]
+    dev = base.dev
     return min(base.nbytes, dev.file.size()) if isinstance(dev, DiskDevice) else base.nbytes
 
 
