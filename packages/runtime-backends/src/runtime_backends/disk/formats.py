@@ -188,10 +188,13 @@ def npy_tensor(base: Buffer, name: str = "array") -> Tensor:
     header = _npy_header(where, text)
     dtype = _npy_dtype(where, header["descr"])
     shape = header["shape"]
-    if header["fortran_order"] and sum(d > 1 for d in shape) > 1:
-        raise HeaderError(where, "fortran_order", f"False for an array of shape {shape}: a Fortran-ordered array is "
-                                                  f"not one C-ordered byte range, which a DISK view must be (load it "
-                                                  f"with np.load and save it C-ordered)", True)
+    if header["fortran_order"]:
+        strides = tuple(math.prod(shape[:i]) * dtype.itemsize for i in range(len(shape)))
+        try:
+            c_contiguous_nbytes(shape, strides, dtype.itemsize)
+        except ValueError as e:
+            raise HeaderError(where, "fortran_order", f"False for an array of shape {shape} (Fortran order: {e})",
+                              True) from None
     tensor = Tensor(name, dtype, shape, start + hlen)
     if tensor.offset + tensor.nbytes > size:
         raise HeaderError(where, "shape", f"an array that fits the file: {tensor.nbytes} bytes of data at offset "
