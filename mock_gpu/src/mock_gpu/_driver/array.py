@@ -23,7 +23,7 @@ from cuda.bindings.driver import (
 from ..address_space import MemoryFault
 from ..texture import Texture
 from .handles import handle_value
-from .marshal import host_range, struct_arg
+from .marshal import enum_field, host_range, struct_arg
 from .memory import charge
 from .results import error
 from .system import api, current_ctx, system
@@ -133,7 +133,7 @@ def _side(p: Any, what: str, width: int, height: int, depth: int, writable: bool
     """One side of ``p`` (CUDA_MEMCPY3D, ``what`` = "src"/"dst"), bounds-checked for ``height`` rows of ``width``
     bytes in each of ``depth`` slices: CUDA_ERROR_INVALID_VALUE for a copy outside an array or a device allocation,
     a pitch below the width, a NULL host pointer or a host buffer too short for it."""
-    kind = int(getattr(p, f"{what}MemoryType"))
+    kind = enum_field(p, f"{what}MemoryType")
     x, y, z = (int(getattr(p, f"{what}{f}")) for f in ("XInBytes", "Y", "Z"))
     if min(x, y, z) < 0:
         raise error("CUDA_ERROR_INVALID_VALUE", f"{what} position ({x}, {y}, {z}) is negative")

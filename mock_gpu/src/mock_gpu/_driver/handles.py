@@ -206,6 +206,7 @@ class GraphExec:
 
     handle: int
     ops: dict[int, Operation]
+    auto_free: bool = False  # CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH
 
 
 @dataclass(eq=False)

@@ -31,7 +31,7 @@ from cuda.bindings.driver import (
 )
 
 from ..address_space import MemoryFault, OutOfMemory
-from .graph_pool import give_back
+from .graph_pool import disown, give_back
 from .handles import Context, HostAllocation, Stream, handle_value
 from .marshal import byte_count, host_address, host_range, read_host
 from .results import error
@@ -147,8 +147,10 @@ def cuMemFree(dptr: Any) -> tuple:
     if ptr not in sys_.allocations:
         raise error("CUDA_ERROR_INVALID_VALUE", f"cuMemFree({ptr:#x}): not the base of a live device allocation "
                     "(already freed, offset into an allocation, or never allocated)")
+    graph_allocation = disown(sys_, ptr, "cuMemFree")
     synchronize_system(sys_, ctx)
-    if give_back(sys_, ptr):
+    if graph_allocation is not None:
+        give_back(sys_, graph_allocation)
         return ()
     sys_.space.free(ptr)
     del sys_.allocations[ptr]
