@@ -230,3 +230,15 @@ def cuPointerSetAttribute(value: Any, attribute: Any, ptr: Any) -> tuple:
         raise error("CUDA_ERROR_INVALID_VALUE", f"{handle_value(ptr):#x} is not memory known to the driver")
     system().sync_memops[found[0]] = bool(value)
     return ()
+
+
+@api(2)
+def cuMemGetAddressRange(dptr: Any) -> tuple:
+    """cuMemGetAddressRange(dptr) -> (CUresult, CUdeviceptr base, size): the allocation containing ``dptr`` (device
+    memory, or host memory mapped into the address space); CUDA_ERROR_NOT_FOUND for an address in none."""
+    current_ctx()
+    ptr = handle_value(dptr)
+    found = system().space.allocation(ptr)
+    if found is None:
+        raise error("CUDA_ERROR_NOT_FOUND", f"{ptr:#x} lies in no allocation")
+    return (CUdeviceptr(found[0]), found[1])
