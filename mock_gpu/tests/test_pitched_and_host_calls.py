@@ -110,3 +110,24 @@ def test_a_host_function_runs_after_the_stream_s_earlier_work_and_before_later_w
     assert seen == [5, 0x1234]
     assert cu.cuLaunchHostFunc(stream, cu.CUhostFn(0), None) == (R.CUDA_ERROR_INVALID_VALUE,)
     check(cu.cuMemFreeHost(pinned))
+
+
+def test_the_runtime_s_pitched_allocation_2d_copies_memsets_and_host_functions(ctx: Any) -> None:
+    from mock_gpu import runtime as rt
+
+    K = rt.cudaMemcpyKind
+    err, ptr, pitch = rt.cudaMallocPitch(24, 4)
+    assert err == rt.cudaError_t.cudaSuccess and pitch == 512
+    host = np.arange(4 * 24, dtype=np.uint8).reshape(4, 24)
+    assert rt.cudaMemcpy2D(ptr, pitch, host, 24, 24, 4, K.cudaMemcpyHostToDevice)[0] == rt.cudaError_t.cudaSuccess
+    assert rt.cudaMemset2D(ptr + pitch, pitch, 0x1FF, 8, 2)[0] == rt.cudaError_t.cudaSuccess  # low byte: 0xFF
+    seen: list[int] = []
+    callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda user_data: seen.append(int(user_data)))
+    fn = rt.cudaHostFn_t(ctypes.cast(callback, ctypes.c_void_p).value)
+    assert rt.cudaLaunchHostFunc(0, fn, 99)[0] == rt.cudaError_t.cudaSuccess
+    back = np.zeros((4, 24), np.uint8)
+    assert rt.cudaMemcpy2D(back, 24, ptr, pitch, 24, 4, K.cudaMemcpyDeviceToHost)[0] == rt.cudaError_t.cudaSuccess
+    want = host.copy()
+    want[1:3, :8] = 0xFF
+    np.testing.assert_array_equal(back, want)
+    assert seen == [99]  # the copy back waited for the legacy stream, the host function included
