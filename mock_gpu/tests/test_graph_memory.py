@@ -161,3 +161,27 @@ def test_a_copy_from_freed_graph_memory_faults(ctx: Any) -> None:
     out = np.zeros(4, np.uint32)
     assert cu.cuMemcpyDtoH(out, params.dptr, 16) == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
     assert "freed" in mock_gpu.last_error_report()
+
+
+def test_async_frees_of_graph_memory_nothing_holds_any_more_each_release_their_own(ctx: Any) -> None:
+    """Two allocations whose graphs are gone, freed on two streams: the first free to run must not release the
+    memory of the second, which its stream still uses before its own free."""
+    before = free_bytes()
+    allocations = []
+    for _ in range(2):
+        graph = check(cu.cuGraphCreate(0))
+        params = alloc_params(MIB)
+        check(cu.cuGraphAddMemAllocNode(graph, None, 0, params))
+        exec_ = check(cu.cuGraphInstantiate(graph, 0))
+        check(cu.cuGraphLaunch(exec_, None))
+        check(cu.cuGraphExecDestroy(exec_))
+        check(cu.cuGraphDestroy(graph))
+        allocations.append(params.dptr)
+    check(cu.cuCtxSynchronize())  # the launches ran: the memory is the program's
+    first, second = (check(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING)) for _ in allocations)
+    check(cu.cuMemFreeAsync(allocations[0], first))
+    check(cu.cuMemsetD8Async(allocations[1], 7, MIB, second))  # stream-ordered use before its free
+    check(cu.cuMemFreeAsync(allocations[1], second))
+    check(cu.cuStreamSynchronize(first))  # the first free runs; the second allocation is still in use
+    check(cu.cuStreamSynchronize(second))
+    assert (free_bytes(), graph_memory()) == (before, 0)

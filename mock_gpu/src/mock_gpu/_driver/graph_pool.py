@@ -18,11 +18,12 @@ class GraphAllocation:
     """The operation of an allocation node: ``size`` bytes at ``ptr`` on ``device``. The address is reserved while a
     graph holds the node; the memory is accessible from the moment a launch runs the node until a free runs.
     ``owned``: a launch was enqueued that hands the memory to the program and nothing has freed it since (the
-    state cuGraphLaunch, cuMemFree and cuMemFreeAsync check when they are called)."""
+    state cuGraphLaunch, cuMemFree and cuMemFreeAsync check when they are called); ``freeing``: a cuMemFreeAsync of
+    it has not run yet (the memory is still in use until then)."""
 
     def __init__(self, ptr: int, size: int, device: Device, space: AddressSpace) -> None:
         self.ptr, self.size, self.device, self.space = ptr, size, device, space
-        self.owned = False
+        self.owned = self.freeing = False
         space.suspend(ptr)
 
     def run(self) -> None:
@@ -83,6 +84,7 @@ def disown(sys_: System, ptr: int, call: str) -> GraphAllocation | None:
 def give_back(sys_: System, allocation: GraphAllocation, *, synchronize: bool = True) -> None:
     """A free of ``allocation`` by cuMemFree/cuMemFreeAsync reached: its memory returns to its graph's pool (and is
     released if no graph holds it any more; see :func:`release_unheld`)."""
+    allocation.freeing = False
     allocation.space.suspend(allocation.ptr)
     release_unheld(sys_, synchronize=synchronize)
 
@@ -90,15 +92,16 @@ def give_back(sys_: System, allocation: GraphAllocation, *, synchronize: bool = 
 def release_unheld(sys_: System, *, synchronize: bool = True) -> None:
     """Release every graph allocation that no graph or executable graph holds and the program does not own; with
     ``synchronize``, after all pending work (which may still use it) ran, as freeing synchronizes."""
-    held = {id(node.op) for obj in sys_.objects.values() if isinstance(obj, Graph) for node in obj.nodes}
-    held |= {id(op) for obj in sys_.objects.values() if isinstance(obj, GraphExec) for op in obj.ops.values()}
-    free = [a for a in sys_.graph_allocations.values() if not a.owned and id(a) not in held]
-    if not free:
-        return
-    if synchronize:
-        synchronize_system(sys_, None)
-    for allocation in free:
+    if synchronize and _unheld(sys_):
+        synchronize_system(sys_, None)  # pending frees may release some themselves
+    for allocation in _unheld(sys_):
         del sys_.graph_allocations[allocation.ptr]
         sys_.allocations.pop(allocation.ptr, None)
         sys_.space.free(allocation.ptr)
         allocation.device.graph_memory -= allocation.size
+
+
+def _unheld(sys_: System) -> list[GraphAllocation]:
+    held = {id(node.op) for obj in sys_.objects.values() if isinstance(obj, Graph) for node in obj.nodes}
+    held |= {id(op) for obj in sys_.objects.values() if isinstance(obj, GraphExec) for op in obj.ops.values()}
+    return [a for a in sys_.graph_allocations.values() if not (a.owned or a.freeing or id(a) in held)]

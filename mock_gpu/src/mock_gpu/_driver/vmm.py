@@ -318,5 +318,8 @@ def cuMemFreeAsync(dptr: Any, hStream: Any) -> tuple:  # noqa: N803
     if ptr not in system().allocations:
         raise error("CUDA_ERROR_INVALID_VALUE", f"cuMemFreeAsync({ptr:#x}): not a live device allocation")
     current_ctx()
-    enqueue(stream, _Free(ptr, disown(system(), ptr, "cuMemFreeAsync")))
+    graph_allocation = disown(system(), ptr, "cuMemFreeAsync")
+    if graph_allocation is not None:
+        graph_allocation.freeing = True
+    enqueue(stream, _Free(ptr, graph_allocation))
     return ()
