@@ -292,6 +292,20 @@ def test_frees_of_what_is_not_a_live_device_allocation(ctx: Any) -> None:
     check(cu.cuMemFree(inner))
 
 
+@pytest.mark.parametrize("second", ["cuMemFree", "cuMemFreeAsync"])
+def test_freeing_again_while_a_stream_ordered_free_is_pending_is_invalid_value_at_the_call(ctx: Any,
+                                                                                         second: str) -> None:
+    """cuMemFreeAsync frees when its stream reaches it, but the program gave the memory up at the call: freeing it
+    again is CUDA_ERROR_INVALID_VALUE then, and the pending free still runs cleanly."""
+    stream = check(cu.cuStreamCreate(0))
+    dev = check(cu.cuMemAllocAsync(64, stream))
+    check(cu.cuMemFreeAsync(dev, stream))
+    again = cu.cuMemFree(dev) if second == "cuMemFree" else cu.cuMemFreeAsync(dev, stream)
+    assert again == (R.CUDA_ERROR_INVALID_VALUE,)
+    check(cu.cuStreamSynchronize(stream))
+    assert cu.cuMemFree(dev) == (R.CUDA_ERROR_INVALID_VALUE,)
+
+
 @pytest.mark.parametrize(("size", "exc"), [(-1, OverflowError), (1 << 70, OverflowError), ("a", TypeError),
                                            (None, TypeError), (-2.5, OverflowError)])
 def test_allocation_sizes_cuda_python_cannot_convert_raise(ctx: Any, size: Any, exc: type) -> None:

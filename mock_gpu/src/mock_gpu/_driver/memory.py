@@ -144,9 +144,9 @@ def cuMemFree(dptr: Any) -> tuple:
         sys_.managed.discard(ptr)
         free_host_allocation(sys_, ptr)
         return ()
-    if ptr not in sys_.allocations:
+    if ptr not in sys_.allocations or ptr in sys_.pending_frees:
         raise error("CUDA_ERROR_INVALID_VALUE", f"cuMemFree({ptr:#x}): not the base of a live device allocation "
-                    "(already freed, offset into an allocation, or never allocated)")
+                    "(already freed, also by a pending cuMemFreeAsync, offset into an allocation, or never allocated)")
     graph_allocation = disown(sys_, ptr, "cuMemFree")
     synchronize_system(sys_, ctx)
     if graph_allocation is not None:

@@ -274,8 +274,7 @@ class _Free:
 
     def run(self) -> None:
         sys_ = system()
-        if self.ptr not in sys_.allocations:
-            raise error("CUDA_ERROR_INVALID_VALUE", f"cuMemFreeAsync({self.ptr:#x}): freed twice")
+        sys_.pending_frees.discard(self.ptr)
         if self.graph_allocation is not None:
             give_back(sys_, self.graph_allocation, synchronize=False)
         else:
@@ -312,14 +311,19 @@ def _allocate(bytesize: Any) -> tuple:
 @api(0)
 def cuMemFreeAsync(dptr: Any, hStream: Any) -> tuple:  # noqa: N803
     """cuMemFreeAsync(dptr, hStream): free ``dptr`` when ``hStream`` reaches this point (its earlier work may still
-    use it). CUDA_ERROR_INVALID_VALUE for a pointer that is not a live allocation."""
+    use it). CUDA_ERROR_INVALID_VALUE, at the call, for a pointer that is not a live allocation or is freed already
+    (also by a cuMemFreeAsync still pending)."""
     stream: Stream = resolve_stream(hStream)
     ptr = handle_value(dptr)
-    if ptr not in system().allocations:
-        raise error("CUDA_ERROR_INVALID_VALUE", f"cuMemFreeAsync({ptr:#x}): not a live device allocation")
+    sys_ = system()
+    if ptr not in sys_.allocations or ptr in sys_.pending_frees:
+        raise error("CUDA_ERROR_INVALID_VALUE", f"cuMemFreeAsync({ptr:#x}): not a live device allocation (freed "
+                    "already, or a cuMemFreeAsync of it is pending)")
     current_ctx()
-    graph_allocation = disown(system(), ptr, "cuMemFreeAsync")
+    graph_allocation = disown(sys_, ptr, "cuMemFreeAsync")
     if graph_allocation is not None:
         graph_allocation.freeing = True
+    else:
+        sys_.pending_frees.add(ptr)
     enqueue(stream, _Free(ptr, graph_allocation))
     return ()
