@@ -439,3 +439,21 @@ def test_virtual_memory_calls_after_a_fault_return_the_sticky_error(store: Any) 
     assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
     assert cu.cuMemUnmap(va, size) == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
     assert cu.cuMemAddressReserve(size, 0, 0, 0) == (R.CUDA_ERROR_ILLEGAL_ADDRESS, None)
+
+
+def test_a_fault_of_another_context_s_pending_work_met_while_freeing_is_logged_and_stays_its_own(
+        ctx: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """cuMemFree synchronizes every context; a fault in another context's pending kernel is not this call's error
+    (it is that context's sticky error) but is logged, not dropped silently."""
+    mine = check(cu.cuMemAlloc(64))
+    other = check(cu.cuCtxCreate(None, 0, check(cu.cuDeviceGet(0))))  # now current
+    fn = check(cu.cuModuleGetFunction(check(cu.cuModuleLoadData(STORE_KERNEL.encode())), b"k"))
+    check(launch(fn, (1, 1, 1), (32, 1, 1), [(cu.CUdeviceptr(8), PTR), (7, U32)]))  # faults when it runs
+    check(cu.cuCtxPopCurrent())
+    with caplog.at_level("WARNING", logger="mock_gpu"):
+        check(cu.cuMemFree(mine))
+    assert "another context failed" in caplog.text
+    check(cu.cuCtxPushCurrent(other))
+    assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
+    check(cu.cuCtxPopCurrent())
+    check(cu.cuCtxDestroy(other))
