@@ -133,6 +133,42 @@ def test_the_round_clock_is_wall_time_less_the_run_queue_wait_floored_at_cpu_tim
     assert clock.since(start) == pytest.approx(expected, abs=1e-12)
 
 
+def test_the_round_clock_also_takes_out_the_waits_of_the_processes_the_worker_started(monkeypatch):
+    """A round that waits for its own server is stretched by the server's run-queue waits too: they are taken out,
+    a thread that exited during the round counts for nothing, and the floor stays this thread's CPU time."""
+    from harness.paired import worker
+
+    clock = RunClock()
+    child = {"/proc/7/task/7/schedstat": 5.0, "/proc/7/task/8/schedstat": 1.0, "/proc/9/task/9/schedstat": 3.0}
+    after = {"/proc/7/task/7/schedstat": 5.003, "/proc/7/task/8/schedstat": 1.002}  # thread 9 exited meanwhile
+    readings = iter([(1.0, 2.0), (1.006, 2.001)])
+    walls = iter([100.0, 100.010])
+    monkeypatch.setattr(clock, "_schedstat", lambda: next(readings))
+    monkeypatch.setattr(worker.time, "perf_counter", lambda: next(walls))
+    monkeypatch.setattr(worker, "_child_tasks", lambda: list(child))
+    monkeypatch.setattr(worker, "_queued_of", lambda paths: dict(child) if isinstance(paths, list) else dict(after))
+    start = clock.start()
+    assert clock.since(start) == pytest.approx(0.006, abs=1e-12)  # 10 ms - 1 - 3 - 2 ms of waits = 4 ms < 6 ms on CPU
+
+
+def test_the_threads_of_a_started_process_are_found():
+    import subprocess
+    import sys
+
+    from harness.paired import worker
+
+    proc = subprocess.Popen([sys.executable, "-c", "import threading, time; threading.Thread(target=time.sleep, "
+                             "args=(30,)).start(); print('up', flush=True); time.sleep(30)"], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"up\n"
+        tasks = [p for p in worker._child_tasks() if p.startswith(f"/proc/{proc.pid}/")]
+        assert len(tasks) == 2  # its main thread and the one it started
+        assert set(worker._queued_of(tasks)) == set(tasks)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_sides_of_one_benchmark_make_the_same_calls_per_round_and_different_benchmarks_their_own():
     """Calls per round set a round's shape (how many calls find the caches cold), so the sides of one A/B comparison
     share them, sized for the quickest side; an entry and its limit (stored mode) keep their own."""

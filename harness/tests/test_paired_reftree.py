@@ -1,12 +1,15 @@
-"""The A/B sides' pytest configuration: the file pytest itself would pick in a tree's root (``pytest_config``)."""
+"""The A/B sides: the file pytest itself would pick in a tree's root (``pytest_config``), the twin environments' shared
+libraries (``_share_libraries``) and one environment made as a copy of the other (``_copy_environment``)."""
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
 
-from harness.paired.reftree import _share_libraries, pytest_config
+from harness.paired.reftree import _copy_environment, _share_libraries, pytest_config
 
 
 @pytest.mark.parametrize(("files", "chosen"), [
@@ -65,3 +68,45 @@ def test_only_libraries_inside_both_environments_are_linked(tmp_path: Path) -> N
     assert not (outside / "e.so").samefile(tmp_path / "envA" / site / "ext" / "e.so") and lines == []
     assert not (tmp_path / "envA" / site / "pkg" / "notes.sorted.txt").samefile(
         tmp_path / "envB" / site / "pkg" / "notes.sorted.txt")
+
+
+def _twin_source(cache: Path) -> dict[str, bytes]:
+    """A fake built environment ``cache/envA`` for tree ``cache/treeA``: its files by relative path."""
+    env, tree = cache / "envA", cache / "treeA"
+    files = {"bin/pip": b"#!" + bytes(env) + b"/bin/python\nimport pip\n",
+             "pyvenv.cfg": b"command = python -m venv " + bytes(env) + b"\n",
+             "lib/site-packages/_editable_ours.pth": bytes(tree) + b"/src\n",
+             "lib/site-packages/ours.pyc": b"\xe3\x00marshal\x10" + bytes(tree) + b"/src/ours.py\x00",  # length kept
+             "lib/site-packages/numpy/_umath.so": b"\x7fELF no path here",
+             "harness-stamp": b"stamp\n"}
+    for name, data in files.items():
+        (env / name).parent.mkdir(parents=True, exist_ok=True)
+        (env / name).write_bytes(data)
+    (env / "bin/pip").chmod(0o755)
+    (env / "bin/python3").symlink_to(env / "bin/python")  # an absolute link into the environment
+    (env / "lib64").symlink_to("lib")
+    return files
+
+
+def test_an_environment_is_copied_with_its_paths_renamed_and_the_rest_linked(tmp_path: Path) -> None:
+    files = _twin_source(tmp_path)
+    lines: list[str] = []
+    source, target = (tmp_path / "treeA", tmp_path / "envA"), (tmp_path / "treeB", tmp_path / "envB")
+    assert _copy_environment(source, target, lines.append)
+    env_b = tmp_path / "envB"
+    for name, data in files.items():
+        want = data.replace(bytes(tmp_path / "envA"), bytes(env_b)).replace(bytes(tmp_path / "treeA"),
+                                                                           bytes(tmp_path / "treeB"))
+        assert (env_b / name).read_bytes() == want, name
+        assert (env_b / name).samefile(tmp_path / "envA" / name) == (want == data), name  # untouched files: one file
+    assert stat.S_IMODE((env_b / "bin/pip").stat().st_mode) == 0o755
+    assert os.readlink(env_b / "bin/python3") == str(env_b / "bin/python") and os.readlink(env_b / "lib64") == "lib"
+    assert (tmp_path / "envA/pyvenv.cfg").read_bytes() == files["pyvenv.cfg"]  # the source is left as it was
+    assert len(lines) == 1 and "copy" in lines[0]
+
+
+def test_names_of_other_lengths_are_not_copied(tmp_path: Path) -> None:
+    _twin_source(tmp_path)
+    assert not _copy_environment((tmp_path / "treeA", tmp_path / "envA"), (tmp_path / "tree_B", tmp_path / "envB"),
+                                 lambda _: None)
+    assert not (tmp_path / "envB").exists()

@@ -19,7 +19,26 @@ def test_alloc_is_aligned_above_base_and_counts_usage(space):
     assert a >= BASE_ADDRESS and a % 256 == 0 and b % 256 == 0
     assert space.allocation(a + 99) == (a, 100, 0)
     assert space.allocation(a + 100) is None
-    assert space.used(0) == 100 and space.used(1) == 300 and space.capacity(1) == 4096
+    assert space.used(0) == 256 and space.used(1) == 512 and space.capacity(1) == 4096  # whole 256-byte granules
+    space.free(b)
+    assert space.used(1) == 0
+
+
+def test_a_suspended_allocation_faults_but_keeps_its_address_contents_and_memory(space):
+    a = space.alloc(64)
+    space.write(a, bytes(range(64)))
+    space.suspend(a)
+    with pytest.raises(MemoryFault, match="freed"):
+        space.read(a, 4)
+    space.check(a, 64)  # call-time validation accepts it: pending work may make it accessible
+    with pytest.raises(MemoryFault):
+        space.check(a, 65)
+    assert space.used(0) == 256
+    space.resume(a)
+    assert space.read(a, 64) == bytes(range(64))
+    space.suspend(a)
+    space.free(a)
+    assert space.used(0) == 0
 
 
 def test_out_of_memory_and_bad_sizes(space):

@@ -117,3 +117,41 @@ def test_a_spinning_warp_lets_the_warp_it_waits_for_run(make_system: Any) -> Non
     check(cu.cuLaunchKernel(fn, 1, 1, 1, 64, 1, 1, 0, None, ((flag, out), (PTR, PTR)), 0))
     check(cu.cuCtxSynchronize())
     np.testing.assert_array_equal(from_device(out, 64, np.int32), [1] * 32 + [42] * 32)
+
+
+SPIN_FOREVER = r"""
+extern "C" __global__ void wait_for_nothing(volatile int *flag) {
+    while (*flag == 0) { }  // nothing ever sets it
+}
+"""
+
+
+def test_a_cooperative_spin_on_a_flag_nothing_sets_is_a_deadlock_but_not_called_a_grid_sync(make_system: Any) -> None:
+    make_system(launch_timeout="3600")
+    fn = load(SPIN_FOREVER, "wait_for_nothing")[1][0]
+    flag = to_device(np.zeros(1, np.int32))
+    check(cu.cuLaunchCooperativeKernel(fn, 2, 1, 1, 32, 1, 1, 0, None, ((flag,), (PTR,))))
+    assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_LAUNCH_TIMEOUT,)
+    text = report()
+    assert "deadlock" in text and "grid-wide sync" not in text and "nothing that is still running sets" in text, text
+    check(cu.cuDevicePrimaryCtxReset(0))
+
+
+SPINLOCK = r"""
+extern "C" __global__ void locked_increment(int *lock, volatile int *count) {
+    while (atomicCAS(lock, 0, 1) != 0) { }  // every thread of the warp contends for one lock
+    *count = *count + 1;
+    __threadfence();
+    atomicExch(lock, 0);
+}
+"""
+
+
+def test_a_spinlock_every_thread_of_a_block_takes_in_turn_counts_each_once(make_system: Any) -> None:
+    """Independent thread scheduling lets the lock's holder run while the other threads of its warp spin on it."""
+    make_system(launch_timeout="600")
+    fn = load(SPINLOCK, "locked_increment")[1][0]
+    lock, count = to_device(np.zeros(1, np.int32)), to_device(np.zeros(1, np.int32))
+    check(cu.cuLaunchKernel(fn, 2, 1, 1, 64, 1, 1, 0, None, ((lock, count), (PTR, PTR)), 0))
+    check(cu.cuCtxSynchronize())
+    assert (int(from_device(count, 1, np.int32)[0]), int(from_device(lock, 1, np.int32)[0])) == (128, 0)

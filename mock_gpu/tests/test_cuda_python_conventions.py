@@ -28,6 +28,23 @@ def test_every_cuda_result_has_a_name_and_the_drivers_description(ctx) -> None:
     assert cu.cuGetErrorName(err) == (R.CUDA_SUCCESS, b"CUDA_ERROR_INVALID_DEVICE")
 
 
+@pytest.mark.parametrize(("code", "text"), [
+    (R.CUDA_ERROR_CONTEXT_ALREADY_CURRENT, b"context already current"),
+    (R.CUDA_ERROR_KEY_ROTATION, b"an error happened during the key rotation sequence"),
+    (R.CUDA_ERROR_ILLEGAL_STATE, b"the operation cannot be performed in the present state"),
+])
+def test_codes_the_runtime_has_no_text_for_have_the_driver_s(ctx, code, text) -> None:
+    """cuGetErrorString gives libcuda's text also for codes cudaGetErrorString does not know (202, 916); 401 is
+    the same text in both."""
+    assert cu.cuGetErrorString(code) == (R.CUDA_SUCCESS, text)
+
+
+def test_no_cuda_result_is_described_as_an_unknown_error_but_unknown_error(ctx) -> None:
+    described = {code.name: check(cu.cuGetErrorString(code)) for code in R}
+    assert [name for name, text in described.items() if text == b"unknown error"] == ["CUDA_ERROR_UNKNOWN"]
+    assert described["CUDA_ERROR_MULTICAST_RESOURCE_FULL"].startswith(b"the API call failed because")
+
+
 def test_arguments_convert_as_cuda_python_converts_them(ctx) -> None:
     ptr = check(cu.cuMemAlloc(np.array(64, dtype=np.uint32)))  # a 0-d array is an integer
     check(cu.cuMemsetD8(ptr, 7, 64.9))  # a float is truncated, as int() does

@@ -235,3 +235,14 @@ def test_driver_exports_mirror_the_real_bindings() -> None:
     missing = [name for name in cu.__all__ if name.startswith("cu") and not hasattr(real, name)]
     assert missing == []
     assert cu.CUresult is real.CUresult and cu.CUdeviceptr is real.CUdeviceptr
+
+
+def test_mem_get_info_counts_the_256_byte_granules_allocations_take(ctx) -> None:
+    """cuMemGetInfo reports the memory in use: cuMemAlloc hands out whole granules (addresses 256-byte aligned), so
+    1 byte takes 256 and 257 bytes take 512."""
+    free0, total = check(cu.cuMemGetInfo())
+    small, odd = check(cu.cuMemAlloc(1)), check(cu.cuMemAlloc(257))
+    assert (free0 - check(cu.cuMemGetInfo())[0], check(cu.cuMemGetInfo())[1]) == (256 + 512, total)
+    check(cu.cuMemFree(small))
+    check(cu.cuMemFree(odd))
+    assert check(cu.cuMemGetInfo())[0] == free0

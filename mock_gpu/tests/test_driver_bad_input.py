@@ -18,6 +18,7 @@ from _ptx_util import HEADER
 
 from mock_gpu import driver as cu
 from mock_gpu import ptx
+from mock_gpu.config import load_config
 
 R = cu.CUresult
 
@@ -291,6 +292,20 @@ def test_frees_of_what_is_not_a_live_device_allocation(ctx: Any) -> None:
     check(cu.cuMemFree(inner))
 
 
+@pytest.mark.parametrize("second", ["cuMemFree", "cuMemFreeAsync"])
+def test_freeing_again_while_a_stream_ordered_free_is_pending_is_invalid_value_at_the_call(ctx: Any,
+                                                                                         second: str) -> None:
+    """cuMemFreeAsync frees when its stream reaches it, but the program gave the memory up at the call: freeing it
+    again is CUDA_ERROR_INVALID_VALUE then, and the pending free still runs cleanly."""
+    stream = check(cu.cuStreamCreate(0))
+    dev = check(cu.cuMemAllocAsync(64, stream))
+    check(cu.cuMemFreeAsync(dev, stream))
+    again = cu.cuMemFree(dev) if second == "cuMemFree" else cu.cuMemFreeAsync(dev, stream)
+    assert again == (R.CUDA_ERROR_INVALID_VALUE,)
+    check(cu.cuStreamSynchronize(stream))
+    assert cu.cuMemFree(dev) == (R.CUDA_ERROR_INVALID_VALUE,)
+
+
 @pytest.mark.parametrize(("size", "exc"), [(-1, OverflowError), (1 << 70, OverflowError), ("a", TypeError),
                                            (None, TypeError), (-2.5, OverflowError)])
 def test_allocation_sizes_cuda_python_cannot_convert_raise(ctx: Any, size: Any, exc: type) -> None:
@@ -350,3 +365,95 @@ def test_none_for_a_struct_is_a_null_pointer_the_driver_refuses(ctx: Any, call: 
     AttributeError; the context goes on."""
     assert call()[0] == R.CUDA_ERROR_INVALID_VALUE
     check(cu.cuCtxSynchronize())
+
+
+def reserved_mapping() -> tuple[Any, int]:
+    """(address, size) of a 2 MiB reservation with physical memory of device 0 mapped behind it."""
+    prop = cu.CUmemAllocationProp()
+    prop.type = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+    prop.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    size = 2 << 20
+    va = check(cu.cuMemAddressReserve(size, 0, 0, 0))
+    check(cu.cuMemMap(va, size, 0, check(cu.cuMemCreate(size, prop, 0)), 0))
+    return va, size
+
+
+@pytest.mark.parametrize(("desc", "exc", "needle"), [
+    (None, RuntimeError, "List is too small: 0 < 1"),
+    ([], RuntimeError, "List is too small: 0 < 1"),
+    ([None], TypeError, "is not instance of type"),
+    (cu.CUmemAccessDesc(), TypeError, "not iterable"),
+])
+def test_access_descriptors_cuda_python_refuses_raise_its_errors(ctx: Any, desc: Any, exc: type, needle: str) -> None:
+    """cuMemSetAccess(ptr, size, desc, count): cuda-python checks ``desc`` is a list of at least ``count``
+    CUmemAccessDesc before it calls the driver (RuntimeError "List is too small", TypeError)."""
+    va, size = reserved_mapping()
+    with pytest.raises(exc, match=needle):
+        cu.cuMemSetAccess(va, size, desc, 1)
+    assert cu.cuMemSetAccess(va, size, None, 0) == (R.CUDA_ERROR_INVALID_VALUE,)  # NULL, 0: nothing to set
+
+
+def test_pointer_attribute_lists_cuda_python_refuses_raise_its_errors(ctx: Any) -> None:
+    ptr = check(cu.cuMemAlloc(64))
+    P = cu.CUpointer_attribute
+    with pytest.raises(RuntimeError, match="List is too small: 0 < 1"):
+        cu.cuPointerGetAttributes(1, None, ptr)
+    with pytest.raises(TypeError, match="is not instance of type"):
+        cu.cuPointerGetAttributes(1, [int(P.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)], ptr)
+    assert check(cu.cuPointerGetAttributes(1, [P.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, P.CU_POINTER_ATTRIBUTE_CONTEXT],
+                                           ptr)) == [0]
+
+
+@pytest.mark.parametrize("unset", ["srcMemoryType", "dstMemoryType"])
+def test_a_3d_copy_with_a_memory_type_left_unset_is_invalid_value(ctx: Any, unset: str) -> None:
+    """CUDA_MEMCPY3D whose srcMemoryType/dstMemoryType holds no CUmemorytype (0, as a fresh struct has it):
+    cuMemcpy3D and cuGraphAddMemcpyNode return CUDA_ERROR_INVALID_VALUE and copy nothing."""
+    ptr = check(cu.cuMemAlloc(64))
+    host = np.zeros(64, np.uint8)
+    p = cu.CUDA_MEMCPY3D()
+    p.WidthInBytes, p.Height, p.Depth = 64, 1, 1
+    if unset == "srcMemoryType":
+        p.dstMemoryType, p.dstDevice, p.srcHost = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE, ptr, host
+    else:
+        p.srcMemoryType, p.srcDevice, p.dstHost = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE, ptr, host
+    assert cu.cuMemcpy3D(p) == (R.CUDA_ERROR_INVALID_VALUE,)
+    graph = check(cu.cuGraphCreate(0))
+    assert cu.cuGraphAddMemcpyNode(graph, None, 0, p, check(cu.cuCtxGetCurrent())) == (R.CUDA_ERROR_INVALID_VALUE, None)
+    assert check(cu.cuGraphGetNodes(graph, 0))[1] == 0
+    check(cu.cuCtxSynchronize())
+
+
+@pytest.mark.parametrize("name", ["exact_bounds", "deferred"])
+def test_an_empty_flag_is_its_default_as_if_unset(make_system: Any, name: str) -> None:
+    """MOCKGPU_EXACT_BOUNDS= / MOCKGPU_DEFERRED= (set, empty) start the default system instead of failing cuInit."""
+    make_system(**{name: ""})
+    config = load_config({f"MOCKGPU_{name.upper()}": ""})
+    assert (config.exact_bounds, config.deferred) == (False, True)
+
+
+def test_virtual_memory_calls_after_a_fault_return_the_sticky_error(store: Any) -> None:
+    """After a kernel fault every call on the context returns its sticky error, the VMM calls too."""
+    fn, _ = store
+    va, size = reserved_mapping()
+    check(launch(fn, (1, 1, 1), (32, 1, 1), [(cu.CUdeviceptr(8), PTR), (7, U32)]))  # a store near null
+    assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
+    assert cu.cuMemUnmap(va, size) == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
+    assert cu.cuMemAddressReserve(size, 0, 0, 0) == (R.CUDA_ERROR_ILLEGAL_ADDRESS, None)
+
+
+def test_a_fault_of_another_context_s_pending_work_met_while_freeing_is_logged_and_stays_its_own(
+        ctx: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """cuMemFree synchronizes every context; a fault in another context's pending kernel is not this call's error
+    (it is that context's sticky error) but is logged, not dropped silently."""
+    mine = check(cu.cuMemAlloc(64))
+    other = check(cu.cuCtxCreate(None, 0, check(cu.cuDeviceGet(0))))  # now current
+    fn = check(cu.cuModuleGetFunction(check(cu.cuModuleLoadData(STORE_KERNEL.encode())), b"k"))
+    check(launch(fn, (1, 1, 1), (32, 1, 1), [(cu.CUdeviceptr(8), PTR), (7, U32)]))  # faults when it runs
+    check(cu.cuCtxPopCurrent())
+    with caplog.at_level("WARNING", logger="mock_gpu"):
+        check(cu.cuMemFree(mine))
+    assert "another context failed" in caplog.text
+    check(cu.cuCtxPushCurrent(other))
+    assert cu.cuCtxSynchronize() == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
+    check(cu.cuCtxPopCurrent())
+    check(cu.cuCtxDestroy(other))

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from _driver_util import check, from_device
 
+import mock_gpu
 from mock_gpu import driver as cu
 
 R = cu.CUresult
@@ -103,3 +104,84 @@ def test_freeing_graph_memory_gives_it_back_to_a_graph_that_still_holds_it(ctx: 
     check(cu.cuGraphExecDestroy(exec_))
     check(cu.cuGraphDestroy(graph))
     assert graph_memory() == 0
+
+
+def launched_allocation(flags: int = 0) -> tuple[Any, Any]:
+    """(executable graph, allocation params) of a graph whose one allocation node leaves its memory to the program."""
+    graph = check(cu.cuGraphCreate(0))
+    params = alloc_params(MIB)
+    check(cu.cuGraphAddMemAllocNode(graph, None, 0, params))
+    exec_ = check(cu.cuGraphInstantiate(graph, flags))
+    check(cu.cuGraphLaunch(exec_, None))
+    return exec_, params
+
+
+def test_relaunching_while_the_last_launch_s_allocation_is_unfreed_is_invalid_value(ctx: Any) -> None:
+    """cuGraphLaunch: unfreed allocations of an earlier launch fail the launch with CUDA_ERROR_INVALID_VALUE unless
+    the graph was instantiated with CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH."""
+    exec_, params = launched_allocation()
+    assert cu.cuGraphLaunch(exec_, None) == (R.CUDA_ERROR_INVALID_VALUE,)
+    check(cu.cuMemFreeAsync(params.dptr, None))
+    check(cu.cuGraphLaunch(exec_, None))  # freed: the launch may allocate it again
+    check(cu.cuCtxSynchronize())
+
+
+def test_auto_free_on_launch_lets_a_graph_relaunch_over_its_unfreed_allocation(ctx: Any) -> None:
+    auto_free = cu.CUgraphInstantiate_flags.CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH
+    exec_, params = launched_allocation(int(auto_free))
+    check(cu.cuGraphLaunch(exec_, None))
+    check(cu.cuCtxSynchronize())
+    check(cu.cuMemFree(params.dptr))
+
+
+@pytest.mark.parametrize("second", ["cuMemFree", "cuMemFreeAsync"])
+def test_freeing_a_graph_allocation_twice_is_invalid_value(ctx: Any, second: str) -> None:
+    _, params = launched_allocation()
+    check(cu.cuMemFreeAsync(params.dptr, None))
+    again = cu.cuMemFree(params.dptr) if second == "cuMemFree" else cu.cuMemFreeAsync(params.dptr, None)
+    assert again == (R.CUDA_ERROR_INVALID_VALUE,)
+    check(cu.cuCtxSynchronize())  # the failed second free left nothing pending
+
+
+def test_memory_freed_in_its_own_graph_cannot_be_freed_by_the_program(ctx: Any) -> None:
+    """cuGraphAddMemAllocNode: allocations freed in the same graph cannot be freed outside it."""
+    graph = check(cu.cuGraphCreate(0))
+    params = alloc_params(MIB)
+    node = check(cu.cuGraphAddMemAllocNode(graph, None, 0, params))
+    check(cu.cuGraphAddMemFreeNode(graph, [node], 1, params.dptr))
+    check(cu.cuGraphLaunch(check(cu.cuGraphInstantiate(graph, 0)), None))
+    check(cu.cuCtxSynchronize())
+    assert cu.cuMemFree(params.dptr) == (R.CUDA_ERROR_INVALID_VALUE,)
+
+
+def test_a_copy_from_freed_graph_memory_faults(ctx: Any) -> None:
+    exec_, params = launched_allocation()
+    check(cu.cuMemcpyHtoD(params.dptr, np.ones(4, np.uint32), 16))  # the program's memory after the launch
+    check(cu.cuMemFree(params.dptr))
+    out = np.zeros(4, np.uint32)
+    assert cu.cuMemcpyDtoH(out, params.dptr, 16) == (R.CUDA_ERROR_ILLEGAL_ADDRESS,)
+    assert "freed" in mock_gpu.last_error_report()
+
+
+def test_async_frees_of_graph_memory_nothing_holds_any_more_each_release_their_own(ctx: Any) -> None:
+    """Two allocations whose graphs are gone, freed on two streams: the first free to run must not release the
+    memory of the second, which its stream still uses before its own free."""
+    before = free_bytes()
+    allocations = []
+    for _ in range(2):
+        graph = check(cu.cuGraphCreate(0))
+        params = alloc_params(MIB)
+        check(cu.cuGraphAddMemAllocNode(graph, None, 0, params))
+        exec_ = check(cu.cuGraphInstantiate(graph, 0))
+        check(cu.cuGraphLaunch(exec_, None))
+        check(cu.cuGraphExecDestroy(exec_))
+        check(cu.cuGraphDestroy(graph))
+        allocations.append(params.dptr)
+    check(cu.cuCtxSynchronize())  # the launches ran: the memory is the program's
+    first, second = (check(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING)) for _ in allocations)
+    check(cu.cuMemFreeAsync(allocations[0], first))
+    check(cu.cuMemsetD8Async(allocations[1], 7, MIB, second))  # stream-ordered use before its free
+    check(cu.cuMemFreeAsync(allocations[1], second))
+    check(cu.cuStreamSynchronize(first))  # the first free runs; the second allocation is still in use
+    check(cu.cuStreamSynchronize(second))
+    assert (free_bytes(), graph_memory()) == (before, 0)

@@ -172,10 +172,13 @@ def test_graph_memory_nodes_give_an_address_at_creation_that_later_nodes_use(ctx
     fill = cu.CUDA_MEMSET_NODE_PARAMS()
     fill.dst, fill.value, fill.elementSize, fill.width, fill.height = params.dptr, 0x5A, 1, 256, 1
     memset = check(cu.cuGraphAddMemsetNode(graph, [alloc], 1, fill, check(cu.cuCtxGetCurrent())))
-    check(cu.cuGraphAddMemFreeNode(graph, [memset], 1, params.dptr))
+    out = np.zeros(256, np.uint8)
+    copy = check(cu.cuGraphAddMemcpyNode(graph, [memset], 1, device_to_host(params.dptr, out.ctypes.data, 256),
+                                         check(cu.cuCtxGetCurrent())))
+    check(cu.cuGraphAddMemFreeNode(graph, [copy], 1, params.dptr))
     check(cu.cuGraphLaunch(check(cu.cuGraphInstantiate(graph, 0)), None))
     check(cu.cuCtxSynchronize())
-    np.testing.assert_array_equal(from_device(params.dptr, 256, np.uint8), 0x5A)
+    np.testing.assert_array_equal(out, 0x5A)
     A = cu.CUgraphMem_attribute
     for attr in (A.CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, A.CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH):
         assert int(check(cu.cuDeviceGetGraphMemAttribute(cu.CUdevice(0), attr))) == 256

@@ -99,6 +99,7 @@ class AddressSpace:
         self._next = BASE_ADDRESS
         self._bases: list[int] = []
         self._allocs: dict[int, tuple[int, int, np.ndarray]] = {}  # base -> (size, device, backing bytes)
+        self._suspended: dict[int, tuple[int, int, np.ndarray]] = {}  # allocations :meth:`suspend` hid
         self._freed: deque[tuple[int, int, int]] = deque(maxlen=_FREED_HISTORY)
         self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # cached bases, ends, limits (uint64)
         self.exact_bounds = exact_bounds
@@ -117,9 +118,9 @@ class AddressSpace:
         if not isinstance(size, (int, np.integer)) or size <= 0:
             raise ValueError(f"allocation size must be a positive number of bytes, got {size!r}")
         size = int(size)
-        self.charge(device, size)
-        base = self._next
         padded = -(-size // ALLOC_ALIGN) * ALLOC_ALIGN
+        self.charge(device, padded)  # whole granules are in use, as cuMemGetInfo counts them
+        base = self._next
         self._allocs[base] = (size, device, np.zeros(padded, dtype=np.uint8))
         bisect.insort(self._bases, base)  # host mappings may lie above the bump pointer
         self._next = base + padded + _GUARD
@@ -140,15 +141,40 @@ class AddressSpace:
 
     def free(self, ptr: int) -> None:
         """Free the allocation whose base is ``ptr``; ValueError if ``ptr`` is not the base of a live allocation."""
-        rec = self._allocs.get(int(ptr))
+        ptr = int(ptr)
+        if ptr in self._suspended:
+            self.resume(ptr)
+        rec = self._allocs.get(ptr)
         if rec is None:
-            raise ValueError(f"{int(ptr):#x} is not the base of a live allocation (double free or interior pointer?)")
-        size, device, _ = rec
-        del self._allocs[int(ptr)]
-        self._bases.pop(bisect.bisect_left(self._bases, int(ptr)))
-        self._used[device] -= size
-        self._freed.append((int(ptr), size, device))
+            raise ValueError(f"{ptr:#x} is not the base of a live allocation (double free or interior pointer?)")
+        size, device, buf = rec
+        del self._allocs[ptr]
+        self._bases.pop(bisect.bisect_left(self._bases, ptr))
+        self._used[device] -= buf.size
+        self._freed.append((ptr, size, device))
         self._arrays = None
+
+    def suspend(self, ptr: int) -> None:
+        """Make the allocation at base ``ptr`` inaccessible (accesses fault as to freed memory) while keeping its
+        address, contents and the device memory it counts (a graph allocation its program gave back); nothing
+        happens if it is hidden already; ValueError if ``ptr`` is not the base of a live allocation."""
+        ptr = int(ptr)
+        if ptr in self._suspended:
+            return
+        if ptr not in self._allocs:
+            raise ValueError(f"{ptr:#x} is not the base of a live allocation")
+        self._suspended[ptr] = self._allocs.pop(ptr)
+        self._bases.pop(bisect.bisect_left(self._bases, ptr))
+        self._freed.append((ptr, self._suspended[ptr][0], self._suspended[ptr][1]))
+        self._arrays = None
+
+    def resume(self, ptr: int) -> None:
+        """Make an allocation :meth:`suspend` hid accessible again (nothing happens if it is accessible)."""
+        ptr = int(ptr)
+        if ptr in self._suspended:
+            self._allocs[ptr] = self._suspended.pop(ptr)
+            bisect.insort(self._bases, ptr)
+            self._arrays = None
 
     def reserve(self, size: int, alignment: int = 0) -> int:
         """Reserve ``size`` bytes of addresses (> 0) aligned to ``alignment`` (a power of two; 0 for the default),
@@ -250,8 +276,13 @@ class AddressSpace:
 
     def check(self, ptr: int, nbytes: int) -> None:
         """MemoryFault unless the ``nbytes`` bytes at device address ``ptr`` are all mapped (one allocation, or
-        adjacent mappings)."""
-        self._segments(ptr, nbytes)
+        adjacent mappings) or lie in one :meth:`suspend`-ed allocation (work still pending may make it accessible
+        before the access runs; the access itself faults if it is not)."""
+        try:
+            self._segments(ptr, nbytes)
+        except MemoryFault:
+            if not any(base <= ptr and ptr + nbytes <= base + size for base, (size, _, _) in self._suspended.items()):
+                raise
 
     def read(self, ptr: int, nbytes: int) -> bytes:
         """Copy ``nbytes`` from device address ``ptr``; MemoryFault if any byte is not mapped."""

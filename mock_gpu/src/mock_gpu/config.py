@@ -153,19 +153,24 @@ def parse_timeout(text: str) -> float:
     return value
 
 
+def _flag(var: Variable, text: str, meanings: str) -> bool:
+    """A 0/1 flag; empty (``VAR=``) is the default, as for an unset variable. ConfigError for anything else."""
+    value = text.strip() or var.default
+    if value not in ("0", "1"):
+        raise ConfigError(f"{var.name}={text!r} must be {meanings}")
+    return value == "1"
+
+
 def parse_deferred(text: str) -> bool:
-    """Parse MOCKGPU_DEFERRED: ``1`` (deferred, stream-ordered execution) or ``0`` (run at enqueue)."""
-    if text.strip() not in ("0", "1"):
-        raise ConfigError(f"MOCKGPU_DEFERRED={text!r} must be 1 (run stream work when waited for) or 0 (run it at once)")
-    return text.strip() == "1"
+    """Parse MOCKGPU_DEFERRED: ``1`` (deferred, stream-ordered execution) or ``0`` (run at enqueue); empty: ``1``."""
+    return _flag(MOCKGPU_DEFERRED, text, "1 (run stream work when waited for) or 0 (run it at once)")
 
 
 def parse_exact_bounds(text: str) -> bool:
-    """Parse MOCKGPU_EXACT_BOUNDS: ``1`` (fault past the requested size) or ``0`` (past the allocation granule)."""
-    if text.strip() not in ("0", "1"):
-        raise ConfigError(f"MOCKGPU_EXACT_BOUNDS={text!r} must be 1 (fault past a buffer's requested size) or 0 "
-                          "(past its 256-byte allocation granule)")
-    return text.strip() == "1"
+    """Parse MOCKGPU_EXACT_BOUNDS: ``1`` (fault past the requested size) or ``0`` (past the allocation granule);
+    empty: ``0``."""
+    return _flag(MOCKGPU_EXACT_BOUNDS, text, "1 (fault past a buffer's requested size) or 0 (past its 256-byte "
+                 "allocation granule)")
 
 
 def set_numba_cuda_driver(path: str) -> bool:

@@ -54,6 +54,9 @@ from ._driver.array import (  # noqa: F401
     cuArray3DCreate,
     cuArrayCreate,
     cuArrayDestroy,
+    cuMemcpy2D,
+    cuMemcpy2DAsync,
+    cuMemcpy2DUnaligned,
     cuMemcpy3D,
     cuTexObjectCreate,
     cuTexObjectDestroy,
@@ -152,6 +155,7 @@ from ._driver.link import (  # noqa: F401
 from ._driver.mapped import (  # noqa: F401
     cuMemAdvise,
     cuMemAllocManaged,
+    cuMemGetAddressRange,
     cuMemHostGetDevicePointer,
     cuMemHostRegister,
     cuMemHostUnregister,
@@ -165,6 +169,7 @@ from ._driver.mapped import (  # noqa: F401
 from ._driver.memory import (  # noqa: F401
     cuMemAlloc,
     cuMemAllocHost,
+    cuMemAllocPitch,
     cuMemcpy,
     cuMemcpyAsync,
     cuMemcpyDtoD,
@@ -179,6 +184,12 @@ from ._driver.memory import (  # noqa: F401
     cuMemFreeHost,
     cuMemGetInfo,
     cuMemHostAlloc,
+    cuMemsetD2D8,
+    cuMemsetD2D8Async,
+    cuMemsetD2D16,
+    cuMemsetD2D16Async,
+    cuMemsetD2D32,
+    cuMemsetD2D32Async,
     cuMemsetD8,
     cuMemsetD8Async,
     cuMemsetD16,
@@ -201,6 +212,7 @@ from ._driver.profiler import (  # noqa: F401
 )
 from ._driver.results import pass_through
 from ._driver.stream import (  # noqa: F401
+    cuLaunchHostFunc,
     cuStreamCreate,
     cuStreamDestroy,
     cuStreamQuery,
@@ -265,6 +277,8 @@ __all__ = [
     "cuPointerSetAttribute", "cuProfilerStart", "cuProfilerStop", "cuStreamBeginCapture", "cuStreamCreate",
     "cuStreamDestroy", "cuStreamEndCapture", "cuStreamIsCapturing", "cuStreamQuery", "cuStreamSynchronize",
     "cuStreamWaitEvent",
+    "cuMemcpy2D", "cuMemcpy2DAsync", "cuMemcpy2DUnaligned", "cuMemAllocPitch", "cuMemsetD2D8", "cuMemsetD2D16",
+    "cuMemsetD2D32", "cuMemsetD2D8Async", "cuMemsetD2D16Async", "cuMemsetD2D32Async", "cuMemGetAddressRange", "cuLaunchHostFunc",
 ]
 
 

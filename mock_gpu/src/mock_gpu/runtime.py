@@ -63,12 +63,17 @@ from ._runtime.memory import (
     cudaMallocAsync,
     cudaMallocHost,
     cudaMallocManaged,
+    cudaMallocPitch,
     cudaMemcpy,
+    cudaMemcpy2D,
+    cudaMemcpy2DAsync,
     cudaMemcpyAsync,
     cudaMemcpyPeer,
     cudaMemPoolGetAttribute,
     cudaMemPoolSetAttribute,
     cudaMemset,
+    cudaMemset2D,
+    cudaMemset2DAsync,
     cudaMemsetAsync,
 )
 from ._runtime.stream import (
@@ -79,6 +84,7 @@ from ._runtime.stream import (
     cudaEventQuery,
     cudaEventRecord,
     cudaEventSynchronize,
+    cudaLaunchHostFunc,
     cudaStreamCreate,
     cudaStreamCreateWithFlags,
     cudaStreamCreateWithPriority,
@@ -111,6 +117,7 @@ __all__ = [
     "cudaStreamCreateWithFlags", "cudaStreamCreateWithPriority", "cudaStreamDestroy", "cudaStreamEndCapture",
     "cudaStreamIsCapturing", "cudaStreamQuery", "cudaCreateTextureObject", "cudaDestroyTextureObject",
     "cudaFreeArray", "cudaMalloc3DArray", "cudaMemcpy3D", "cudaStreamSynchronize", "cudaStreamWaitEvent",
+    "cudaMallocPitch", "cudaMemcpy2D", "cudaMemcpy2DAsync", "cudaMemset2D", "cudaMemset2DAsync", "cudaLaunchHostFunc",
 ]
 
 # runtime functions that compute their result without a driver: the real ones serve

@@ -220,3 +220,17 @@ def test_a_file_mmap_refuses_fails_naming_the_file(disk_buffer):
         pytest.skip(f"{sysfs} (a regular file mmap refuses) is not present here")
     with pytest.raises(OSError, match="cannot map its first 16 bytes.*pseudo-files"):
         disk_buffer(sysfs, 16)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero", "dev_null"])
+def test_what_is_not_a_regular_file_is_refused_at_allocate_naming_it(tmp_path, kind):
+    """A FIFO would block an open and a device has no size to map: both are refused before anything is opened, for
+    reads and writes alike (allocation opens the file)."""
+    path = {"fifo": str(tmp_path / "fifo"), "dev_zero": "/dev/zero", "dev_null": "/dev/null"}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)
+    with Device.restoring():
+        buf = Buffer(f"DISK:{path}", 16, dtypes.uint8)
+        with pytest.raises(ValueError, match=f"{path}' is not a regular file"):
+            buf.allocate()
+        assert buf.dev.file.fd == -1

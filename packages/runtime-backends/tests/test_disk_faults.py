@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from runtime_backends.disk.device import SPLIT_MIN
 from runtime_core import Buffer, dtypes
 
 HOST = "PYTHON"
@@ -47,11 +48,23 @@ os.truncate(path, 0)
 COPY_OUT_WHILE_TRUNCATED = """
     import json, os, subprocess, sys
     import numpy as np
-    from runtime_core import Buffer, dtypes
-    path, truncator, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    from runtime_core import Allocator, Buffer, Compiled, Device, dtypes
+    path, truncator, rounds, into = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+
+    class CopyOnly(Allocator):  # a backend with the four required hooks only: no sink, views or host view
+        def _alloc(self, size, spec): return bytearray(size)
+        def _free(self, opaque, size, spec): pass
+        def _copyin(self, dest, src): dest[:src.nbytes] = src
+        def _copyout(self, dest, src): dest[:] = src[:dest.nbytes]
+
+    class CopyOnlyDevice(Compiled):
+        def __init__(self, device): super().__init__(device, CopyOnly(self), None, None, None)
+
+    Device.register("COPYONLY", CopyOnlyDevice)
     expected = np.fromfile(path, np.uint8)
     buf = Buffer(f"DISK:{path}", expected.size, dtypes.uint8).allocate()
     out = np.empty(expected.size, np.uint8)
+    dest = None if into == "host" else Buffer(into, expected.size, dtypes.uint8).allocate()
     buf.copyout(out)  # the page cache is warm now
     start_r, start_w = os.pipe()
     done_r, done_w = os.pipe()
@@ -62,7 +75,10 @@ COPY_OUT_WHILE_TRUNCATED = """
     outcomes = []
     def copy():
         try:
-            buf.copyout(out)
+            if dest is None:
+                buf.copyout(out)
+            else:
+                dest.copy_from(buf).copyout(out)
             outcomes.append(["ok", bool((out == expected).all())])
         except (OSError, ValueError) as e:
             outcomes.append([type(e).__name__, str(e)])
@@ -77,15 +93,19 @@ COPY_OUT_WHILE_TRUNCATED = """
 """
 
 
-@pytest.mark.parametrize("io_uring", ["1", "0"], ids=["io_uring", "preadv"])
+@pytest.mark.parametrize("io_uring, into", [("1", "host"), ("0", "host"), ("1", "CPU"), ("1", "COPYONLY")],
+                         ids=["io_uring", "preadv", "to_CPU", "to_a_copy_only_backend"])
 def test_copying_out_while_another_process_truncates_the_file_is_an_error_naming_it(make_file, monkeypatch,
-                                                                                     io_uring):
+                                                                                     io_uring, into):
     """As each of ``ROUNDS`` copies out of the warm file starts, another process cuts the file to 0 bytes (then writes
-    it again for the next round): every copy either succeeds with the file's bytes or raises naming the file."""
-    nbytes = 32 << 20
+    it again for the next round): every copy either succeeds with the file's bytes or raises naming the file. The file
+    is ``SPLIT_MIN`` bytes (128 MiB), so warm copies read it on two threads. Copies into host memory, into a CPU
+    buffer (a streamed copy) and into a backend that has neither a sink nor views (staged: never through the
+    mapping)."""
+    nbytes = SPLIT_MIN
     path, _ = make_file(nbytes)
     monkeypatch.setenv("DISK_IO_URING", io_uring)
-    result = _run_child(COPY_OUT_WHILE_TRUNCATED, path, TRUNCATOR, str(ROUNDS))
+    result = _run_child(COPY_OUT_WHILE_TRUNCATED, path, TRUNCATOR, str(ROUNDS), into)
     assert result["truncator_rc"] == 0
     *during, last = result["outcomes"]
     assert last[0] == "ValueError" and path in last[1] and "holds 0 bytes" in last[1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import struct
 
 import numpy as np
@@ -146,3 +147,33 @@ def test_the_issues_malformed_headers_are_value_errors_naming_file_and_field(tmp
     with pytest.raises(ValueError) as raised:
         safetensors_tensors(file_buffer(tmp_path / "x.safetensors"))
     assert str(tmp_path / "x.safetensors") in str(raised.value) and field in str(raised.value), str(raised.value)
+
+
+@pytest.mark.parametrize("make, error, match", [
+    (lambda p: os.mkfifo(p), ValueError, "not a regular file"),
+    (lambda p: os.mkdir(p), IsADirectoryError, "is a directory"),
+    (lambda p: os.symlink("/dev/zero", p), ValueError, "not a regular file"),
+])
+def test_file_buffer_of_what_is_not_a_regular_file_says_so(tmp_path, make, error, match):
+    path = tmp_path / "odd"
+    make(path)
+    with pytest.raises(error, match=match) as raised:
+        file_buffer(path)
+    assert str(path) in str(raised.value)
+
+
+@pytest.mark.parametrize("fmt", ["npy", "safetensors"])
+def test_a_file_shrunk_after_its_buffer_was_made_is_refused_naming_it(tmp_path, fmt):
+    arr = np.arange(1000, dtype=np.float32)
+    path = tmp_path / f"x.{fmt}"
+    if fmt == "npy":
+        np.save(path, arr)
+    else:
+        _write_safetensors(path, {"x": {"dtype": "F32", "shape": [1000], "data_offsets": [0, 4000]}}, arr.tobytes())
+    base = file_buffer(path)
+    os.truncate(path, 300)
+    reader = npy_tensor if fmt == "npy" else safetensors_tensors
+    with pytest.raises(ValueError, match="300") as raised:
+        reader(base)
+    assert str(path) in str(raised.value)
+    base.deallocate()

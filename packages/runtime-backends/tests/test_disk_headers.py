@@ -71,7 +71,7 @@ def safetensors_headers(draw) -> tuple[dict, bytes]:
         pos += nbytes
     if draw(st.booleans()):
         header["__metadata__"] = draw(st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=2))
-    return header, bytes(range(256)) * (pos // 256 + 1)
+    return header, (bytes(range(256)) * (pos // 256 + 1))[:pos]
 
 
 def _safetensors_bytes(header_text: str, data: bytes) -> bytes:
@@ -134,6 +134,16 @@ def test_nesting_deeper_than_the_format_is_refused(path, made, depth):
 
 
 @EXAMPLES
+@given(safetensors_headers(), st.dictionaries(st.text('[]{}"\\u', max_size=12), st.text('[]{}"\\/n', max_size=40),
+                                              min_size=1, max_size=3))
+def test_brackets_quotes_and_backslashes_inside_strings_are_not_nesting(path, made, metadata):
+    header, payload = made
+    header["__metadata__"] = metadata
+    found = _parse(path, _safetensors_bytes(json.dumps(header), payload), safetensors_tensors)
+    assert set(found) == set(header) - {"__metadata__"}
+
+
+@EXAMPLES
 @given(safetensors_headers(), st.booleans())
 def test_a_name_given_twice_is_refused(path, made, inside_an_entry):
     header, payload = made
@@ -166,6 +176,59 @@ def test_offsets_out_of_order_overlapping_or_past_the_end_are_refused(path, made
         by = data.draw(st.integers(1, 64)) + (0 if begin < end else total)
         header[name]["data_offsets"] = [begin + by, end + by]
     _refused(path, _safetensors_bytes(json.dumps(header), payload), safetensors_tensors, "data_offsets")
+
+
+@EXAMPLES
+@given(safetensors_headers(), st.integers(1, 300))
+def test_bytes_after_the_last_tensor_are_refused(path, made, extra):
+    header, payload = made
+    error = _refused(path, _safetensors_bytes(json.dumps(header), payload + b"\xab" * extra), safetensors_tensors,
+                     "data: expected tensors covering all")
+    assert f"{extra} bytes after the last tensor" in str(error)
+
+
+@EXAMPLES
+@given(safetensors_headers(), st.data())
+def test_a_field_the_format_does_not_define_is_refused(path, made, data):
+    header, payload = made
+    name = data.draw(st.sampled_from([n for n in header if n != "__metadata__"]))
+    key = data.draw(st.text(max_size=12).filter(lambda k: k not in ("dtype", "shape", "data_offsets")))
+    header[name][key] = data.draw(st.none() | st.booleans() | st.integers() | st.text(max_size=4))
+    _refused(path, _safetensors_bytes(json.dumps(header), payload), safetensors_tensors, f"tensor {name!r}: expected "
+                                                                                         f"an object of exactly")
+
+
+@EXAMPLES
+@given(safetensors_headers(), st.sampled_from(["utf-16", "utf-16-be", "utf-32", "utf-8-sig"]))
+def test_a_header_in_another_encoding_than_utf8_is_refused(path, made, encoding):
+    header, payload = made
+    raw = json.dumps(header).encode(encoding)
+    _refused(path, struct.pack("<Q", len(raw)) + raw + payload, safetensors_tensors, "valid UTF-8 JSON")
+
+
+@EXAMPLES
+@given(safetensors_headers(), st.data())
+def test_whatever_is_read_the_safetensors_reference_reads_the_same(path, made, data):
+    """Mutated headers: every one this reader accepts, the reference reader (the ``safetensors`` package) accepts too,
+    with the same names, shapes and byte ranges: nothing malformed is accepted silently."""
+    reference = pytest.importorskip("safetensors", reason="the safetensors package is the reference reader")
+    header, payload = made
+    name = data.draw(st.sampled_from([n for n in header if n != "__metadata__"]))
+    field = data.draw(st.sampled_from(["dtype", "shape", "data_offsets"]))
+    if data.draw(st.booleans()):
+        header[name][field] = data.draw(json_values)
+    if data.draw(st.booleans()):
+        payload = payload[:data.draw(st.integers(0, len(payload)))] + data.draw(st.binary(max_size=8))
+    try:
+        found = _parse(path, _safetensors_bytes(json.dumps(header), payload), safetensors_tensors)
+    except HeaderError:
+        return
+    start = 8 + len(json.dumps(header).encode())
+    with reference.safe_open(path, "numpy") as f:
+        assert set(f.keys()) == set(found)
+        for key, t in found.items():
+            assert tuple(f.get_slice(key).get_shape()) == t.shape
+            assert header[key]["data_offsets"] == [t.offset - start, t.offset - start + t.nbytes]
 
 
 @EXAMPLES
@@ -240,3 +303,22 @@ def test_any_npy_header_np_load_refuses_is_refused_too(path, raw_header, version
         assert repr(path) in str(e)
     else:
         assert not numpy_refused, "np.load refuses this file but npy_tensor read it"
+
+
+@EXAMPLES
+@given(st.permutations(["descr", "fortran_order", "shape"]), st.data())
+def test_an_npy_key_given_twice_is_refused(path, keys, data):
+    values = {"descr": "'<f4'", "fortran_order": "False", "shape": "(2,)"}
+    twice = data.draw(st.sampled_from(keys))
+    items = [f"'{k}': {values[k]}" for k in keys]
+    items.insert(data.draw(st.integers(0, len(items))), f"'{twice}': {values[twice]}")
+    _refused(path, _npy_bytes("{" + ", ".join(items) + "}", b"\0" * 8), npy_tensor, f"key {twice!r}")
+
+
+@EXAMPLES
+@given(st.lists(st.integers(2, 5), min_size=2, max_size=4).map(tuple), npy_dtypes)
+def test_a_fortran_ordered_npy_array_is_refused_naming_the_file(path, shape, descr):
+    arr = np.asfortranarray(np.zeros(shape, dtype=descr))
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, arr)
+    _refused(path, buf.getvalue(), npy_tensor, "fortran_order: expected False")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime_core import Allocator, Buffer, Compiled, Device, MallocAllocator, dtypes
+from runtime_core import Allocator, Buffer, Compiled, Device, MallocAllocator, Route, dtypes, transfer
 from runtime_core.sink import CopyinSink, CopySink, HostSink
 
 
@@ -79,3 +79,50 @@ def test_pieces_outside_the_destination_are_refused():
         CopyinSink(alloc, dest, 8).deliver(memoryview(b"abc"), -1, None)
     with pytest.raises(ValueError, match="writable"):
         HostSink(memoryview(b"read-only"))
+
+
+class _CopyOnly(Allocator):
+    """The four required hooks only: no sink, no views, no host view."""
+
+    def _alloc(self, size, spec):
+        return bytearray(size)
+
+    def _free(self, opaque, size, spec):
+        pass
+
+    def _copyin(self, dest, src):
+        dest[:src.nbytes] = src
+
+    def _copyout(self, dest, src):
+        dest[:] = src[:dest.nbytes]
+
+
+class _UnreadableView(_CopyOnly):
+    """A streaming source whose host view must not be read (a file's mapping can raise SIGBUS when it shrank)."""
+
+    def _as_buffer(self, src, size):
+        raise AssertionError("the router read a streaming source through its host view")
+
+    def _copyout_sink(self, sink: CopySink, src: bytearray, size: int) -> None:
+        raise AssertionError("no sink exists for this destination")
+
+
+def test_a_streaming_source_is_staged_not_read_through_its_host_view_when_the_destination_takes_no_pieces():
+    data = np.arange(20, dtype=np.uint8)
+
+    class Src(Compiled):
+        def __init__(self, device):
+            super().__init__(device, _UnreadableView(self), None, None, None)
+
+    class Dst(Compiled):
+        def __init__(self, device):
+            super().__init__(device, _CopyOnly(self), None, None, None)
+    with Device.restoring():
+        Device.register("SRC", Src)
+        Device.register("DST", Dst)
+        src = Buffer("SRC", 20, dtypes.uint8).allocate()
+        src.copyin(memoryview(data))
+        dest = Buffer("DST", 20, dtypes.uint8).allocate()
+        assert transfer.route(dest, src) is Route.STAGED
+        dest.copy_from(src)
+        np.testing.assert_array_equal(dest.numpy(), data)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import mmap
 import os
 from collections.abc import Callable, Iterator
@@ -36,7 +37,7 @@ import numpy as np
 import pytest
 
 from harness import options
-from harness.benchmarks.measure import HOST, ROUNDS, check_equal, probe, record_rate, run
+from harness.benchmarks.measure import HOST, ROUNDS, check_equal, probe, random_bytes, record_rate, run
 from runtime_backends.disk.device import DiskDevice
 from runtime_core import Buffer, Device, dtypes
 
@@ -87,8 +88,9 @@ def disk_file(request: pytest.FixtureRequest, bench_shared_dir: Path) -> Iterato
     """The benchmark file in ``bench_shared_dir``: in an A/B run every worker reads the same file (the same blocks on
     disk), written once by whichever worker comes first."""
     nbytes = options.disk_bench_bytes(request.config)
-    data = np.random.default_rng(9).integers(0, 256, nbytes, dtype=np.uint8)
-    path = bench_shared_dir / f"disk-read-{nbytes}.bin"
+    data = random_bytes(np.random.default_rng(9), nbytes)
+    # named by its contents: a ref whose benchmarks draw other bytes writes and reads its own file
+    path = bench_shared_dir / f"disk-read-{nbytes}-{hashlib.sha256(data[:4096]).hexdigest()[:12]}.bin"
     with _locked(path):  # the workers set up at once: the first writes it, the others find it written
         if not path.exists() or path.stat().st_size != nbytes:
             partial = path.with_name(f".{path.name}.{os.getpid()}")
@@ -161,9 +163,9 @@ def test_disk_read(benchmark: Any, device: str, disk_file: DiskFile, monkeypatch
     with disk_file.exclusive():
         setup = _prepare(disk_file, cache)
         read()
-        check_equal(dest.numpy(), disk_file.data, f"DISK -> {device} ({entry}) changed the bytes")
         if setup is not None:
             setup()  # a read through the mapping keeps its pages cached while mapped: the next worker's drop would fail
+    check_equal(dest.numpy(), disk_file.data, f"DISK -> {device} ({entry}) changed the bytes")
     _time(benchmark, read, setup)
     record_rate(benchmark, device, {"GB/s": disk_file.data.size / 1e9}, size_bytes=disk_file.data.size, cache=cache,
                 entry=entry, **_last_copy(disk_file.dev, streamed=env is not None))
@@ -187,7 +189,9 @@ def test_disk_read_peer_numpy_fromfile(benchmark: Any, disk_file: DiskFile, cach
         return np.fromfile(disk_file.path, dtype=np.uint8)
     with disk_file.exclusive():
         setup = _prepare(disk_file, cache)
-        check_equal(fromfile(), disk_file.data)
+        got = fromfile()
+    check_equal(got, disk_file.data)
+    del got
     _time(benchmark, fromfile, setup)
     record_rate(benchmark, HOST, {"GB/s": disk_file.data.size / 1e9}, size_bytes=disk_file.data.size, cache=cache)
 
@@ -201,7 +205,7 @@ def test_disk_read_limit_read(benchmark: Any, disk_file: DiskFile, cache: str) -
     with disk_file.exclusive():
         setup = _prepare(disk_file, cache)
         _readinto_loop(disk_file.path, out)
-        check_equal(out, disk_file.data)
+    check_equal(out, disk_file.data)
     _time(benchmark, lambda: _readinto_loop(disk_file.path, out), setup)
     record_rate(benchmark, HOST, {"GB/s": disk_file.data.size / 1e9}, size_bytes=disk_file.data.size, cache=cache)
 
@@ -238,9 +242,9 @@ def test_disk_read_peer_tinygrad(benchmark: Any, disk_file: DiskFile, cache: str
         if setup is not None:
             make_cold()
         read()
-        check_equal(out, disk_file.data)
         if setup is not None:
             make_cold()
+    check_equal(out, disk_file.data)
     _time(benchmark, read, make_cold if setup is not None else None)
     record_rate(benchmark, HOST, {"GB/s": disk_file.data.size / 1e9}, size_bytes=disk_file.data.size, cache=cache)
     buf.deallocate()

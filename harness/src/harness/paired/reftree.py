@@ -37,6 +37,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -166,8 +167,9 @@ def prepare_sides(ref: str, cache: Path, progress: Callable[[str], None]) -> Sid
                  "trees' tests with this interpreter")
         pythons = [Path(sys.executable)] * 2
     else:
-        pythons = [_environment(tree, cache / f"env{side}", editable, pinned, progress)
-                   for side, tree in (("A", tree_a), ("B", tree_b))]
+        python_a = _environment(tree_a, cache / "envA", editable, pinned, progress)
+        python_b = _environment(tree_b, cache / "envB", editable, pinned, progress, twin=(tree_a, cache / "envA"))
+        pythons = [python_a, python_b]
         for python, tree in zip(pythons, (tree_a, tree_b)):
             _precompile(python, tree, editable)
         _share_libraries(cache / "envA", cache / "envB", progress)
@@ -201,15 +203,21 @@ def pytest_config(root: Path) -> Path | None:
     return None
 
 
-def _environment(tree: Path, env: Path, editable: list[str], pinned: list[str],
-                 progress: Callable[[str], None]) -> Path:
-    """``env``'s interpreter, (re)built to hold ``tree``'s editable packages and the ``pinned`` distributions."""
+def _environment(tree: Path, env: Path, editable: list[str], pinned: list[str], progress: Callable[[str], None],
+                 twin: tuple[Path, Path] | None = None) -> Path:
+    """``env``'s interpreter, (re)built to hold ``tree``'s editable packages and the ``pinned`` distributions. With
+    ``twin`` = (its tree, its environment), already built: when that environment holds the same packages (same
+    stamp), ``env`` is made as its copy (``_copy_environment``) instead of installing everything again."""
     packages = [path for path in editable if (tree / path / "pyproject.toml").exists()]
     metadata = [(tree / path / "pyproject.toml").read_bytes() for path in packages]
     stamp = hashlib.sha256(json.dumps([sys.version, packages, pinned]).encode() + b"".join(metadata)).hexdigest()
     python = env / "bin" / "python"
     stamp_file = env / "harness-stamp"
     if python.exists() and stamp_file.exists() and stamp_file.read_text().strip() == stamp:
+        return python
+    if twin is not None and _stamp_of(twin[1]) == stamp and _copy_environment(twin, (tree, env), progress):
+        stamp_file.unlink()  # a link to the twin's: written anew, not through the link
+        stamp_file.write_text(stamp + "\n")
         return python
     progress(f"harness bench: building {env} for {tree} (once per change of its packages)")
     venv.EnvBuilder(clear=True, with_pip=True).create(env)
@@ -223,6 +231,63 @@ def _environment(tree: Path, env: Path, editable: list[str], pinned: list[str],
     _through(tree, env)
     stamp_file.write_text(stamp + "\n")
     return python
+
+
+def _stamp_of(env: Path) -> str | None:
+    """The stamp ``_environment`` wrote into ``env`` when it was built, or None."""
+    try:
+        return (env / "harness-stamp").read_text().strip()
+    except OSError:
+        return None
+
+
+def _copy_environment(source: tuple[Path, Path], target: tuple[Path, Path], progress: Callable[[str], None]) -> bool:
+    """Make ``target``'s environment a copy of ``source``'s, given each as (tree, environment): every file a hard link
+    to the source's (so both sides map the same library files, as ``_share_libraries`` wants) except those that name
+    the source's environment or tree, which are written anew with the target's names, byte for byte in place (the
+    names have the same length, so even compiled files stay valid). A pip install of the same packages takes about a
+    minute here; this takes seconds. Returns False, leaving ``target`` removed, when the names' lengths differ or a
+    file cannot be copied (the caller then installs)."""
+    names = [(str(old).encode(), str(new).encode()) for old, new in zip(source, target)]
+    if any(len(old) != len(new) for old, new in names):
+        return False
+    src_env, dst_env = source[1], target[1]
+    progress(f"harness bench: making {dst_env} a copy of {src_env} (the same packages; paths renamed)")
+    shutil.rmtree(dst_env, ignore_errors=True)
+    try:
+        for folder, dirs, files in os.walk(src_env):
+            here = dst_env / Path(folder).relative_to(src_env)
+            here.mkdir(exist_ok=True)
+            for name in dirs + files:
+                _copy_entry(Path(folder) / name, here / name, names)
+    except OSError as exc:
+        progress(f"harness bench: copying {src_env} failed ({exc}); installing instead")
+        shutil.rmtree(dst_env, ignore_errors=True)
+        return False
+    return True
+
+
+def _copy_entry(src: Path, dst: Path, names: list[tuple[bytes, bytes]]) -> None:
+    """One entry of ``_copy_environment``: a link re-pointed, a folder left to the walk, a file renamed or linked."""
+    if src.is_symlink():
+        target = os.fsencode(os.readlink(src))
+        for old, new in names:
+            target = target.replace(old, new)
+        os.symlink(os.fsdecode(target), dst)
+        return
+    if src.is_dir():
+        return
+    data = src.read_bytes()
+    if any(old in data for old, _ in names):
+        for old, new in names:
+            data = data.replace(old, new)
+        dst.write_bytes(data)
+        shutil.copymode(src, dst)
+        return
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def _pip(command: list[str], what: str, progress: Callable[[str], None]) -> None:

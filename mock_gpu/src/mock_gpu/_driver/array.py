@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 from cuda.bindings.driver import (
+    CUDA_MEMCPY2D,
     CUDA_RESOURCE_DESC,
     CUDA_TEXTURE_DESC,
     CUarray,
@@ -23,10 +24,10 @@ from cuda.bindings.driver import (
 from ..address_space import MemoryFault
 from ..texture import Texture
 from .handles import handle_value
-from .marshal import host_range, struct_arg
+from .marshal import enum_field, host_range, struct_arg
 from .memory import charge
 from .results import error
-from .system import api, current_ctx, system
+from .system import api, current_ctx, resolve_stream, system
 from .work import synchronize_context
 
 _FORMATS = {int(f) for f in CUarray_format}
@@ -133,7 +134,7 @@ def _side(p: Any, what: str, width: int, height: int, depth: int, writable: bool
     """One side of ``p`` (CUDA_MEMCPY3D, ``what`` = "src"/"dst"), bounds-checked for ``height`` rows of ``width``
     bytes in each of ``depth`` slices: CUDA_ERROR_INVALID_VALUE for a copy outside an array or a device allocation,
     a pitch below the width, a NULL host pointer or a host buffer too short for it."""
-    kind = int(getattr(p, f"{what}MemoryType"))
+    kind = enum_field(p, f"{what}MemoryType")
     x, y, z = (int(getattr(p, f"{what}{f}")) for f in ("XInBytes", "Y", "Z"))
     if min(x, y, z) < 0:
         raise error("CUDA_ERROR_INVALID_VALUE", f"{what} position ({x}, {y}, {z}) is negative")
@@ -195,7 +196,11 @@ def cuMemcpy3D(pCopy: Any) -> tuple:  # noqa: N803
     NULL host pointer or a host buffer of known length too short (see ``_side``)."""
     if pCopy is None:
         raise error("CUDA_ERROR_INVALID_VALUE", "pCopy is NULL")
-    p = pCopy
+    return _copy(pCopy)
+
+
+def _copy(p: Any) -> tuple:
+    """Do the copy ``p`` (a CUDA_MEMCPY3D or what reads like one) describes, after the context's earlier work."""
     width, height, depth = int(p.WidthInBytes), max(int(p.Height), 1), max(int(p.Depth), 1)
     if width < 0 or int(p.Height) < 0 or int(p.Depth) < 0:
         raise error("CUDA_ERROR_INVALID_VALUE", f"negative extent ({width}, {int(p.Height)}, {int(p.Depth)})")
@@ -208,6 +213,47 @@ def cuMemcpy3D(pCopy: Any) -> tuple:  # noqa: N803
         for y in range(height):
             _move(dst.target, dst.at(y, z), src.target, src.at(y, z), width)
     return ()
+
+
+class _OneSlice:
+    """A CUDA_MEMCPY2D read as the CUDA_MEMCPY3D of a single slice: no Z offsets, ``Height`` rows per slice."""
+
+    def __init__(self, copy: Any) -> None:
+        self._copy = copy
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("srcZ", "dstZ"):
+            return 0
+        if name in ("srcHeight", "dstHeight"):
+            return self._copy.Height
+        if name == "Depth":
+            return 1
+        return getattr(self._copy, name)
+
+
+def _copy_2d(pCopy: Any) -> tuple:  # noqa: N803
+    return _copy(_OneSlice(struct_arg(pCopy, CUDA_MEMCPY2D, "pCopy")))
+
+
+@api(0)
+def cuMemcpy2D(pCopy: Any) -> tuple:  # noqa: N803
+    """cuMemcpy2D(pCopy): a copy of ``pCopy.Height`` rows of ``WidthInBytes`` bytes (CUDA_MEMCPY2D) between host
+    memory, device memory and arrays, each side with its own pitch; checked and done as cuMemcpy3D does."""
+    return _copy_2d(pCopy)
+
+
+@api(0)
+def cuMemcpy2DUnaligned(pCopy: Any) -> tuple:  # noqa: N803
+    """cuMemcpy2DUnaligned(pCopy): cuMemcpy2D without the pitch alignment limits (the emulator has none)."""
+    return _copy_2d(pCopy)
+
+
+@api(0)
+def cuMemcpy2DAsync(pCopy: Any, hStream: Any) -> tuple:  # noqa: N803
+    """cuMemcpy2DAsync(pCopy, hStream): cuMemcpy2D in the order of ``hStream``; the emulator runs the context's
+    earlier work and does the copy before returning (a copy that completed early is one the stream order allows)."""
+    resolve_stream(hStream)
+    return _copy_2d(pCopy)
 
 
 def make_texture(arr: Array, address_modes: Any, linear: bool, normalized: bool, read_normalized: bool) -> Texture:

@@ -17,6 +17,7 @@ from cuda.bindings.driver import (
     CUgraph,
     CUgraphEdgeData,
     CUgraphExec,
+    CUgraphInstantiate_flags,
     CUgraphInstantiateResult,
     CUgraphNode,
     CUmemorytype,
@@ -24,10 +25,10 @@ from cuda.bindings.driver import (
     CUstreamCaptureStatus,
 )
 
-from .graph_pool import release_unheld
+from .graph_pool import claim_for_launch, release_unheld
 from .handles import Capture, Graph, GraphExec, GraphNode, Operation, handle_value
 from .launch import KernelLaunch, prepare_launch
-from .marshal import byte_count
+from .marshal import byte_count, enum_field
 from .memory import Copy, Fill, copy_op, fill_op
 from .results import error
 from .stream import Marker
@@ -104,7 +105,7 @@ def cuGraphAddKernelNode(hGraph: Any, dependencies: Any, numDependencies: int, n
 
 
 def _memcpy_end(params: Any, side: str) -> tuple[Any, bool]:
-    kind = int(getattr(params, f"{side}MemoryType"))
+    kind = enum_field(params, f"{side}MemoryType")
     if kind == _HOST:
         return getattr(params, f"{side}Host"), False
     if kind in (_DEVICE, _UNIFIED):
@@ -209,14 +210,17 @@ def _instantiate(hGraph: Any, flags: Any) -> GraphExec:  # noqa: N803
     graph = sys_.lookup(hGraph, Graph, "graph")
     if int(flags) & ~0xF:
         raise error("CUDA_ERROR_INVALID_VALUE", f"graph instantiation flags {int(flags):#x} have unknown bits")
-    return sys_.register(GraphExec(sys_.new_handle(), {n.handle: n.op for n in _topological(graph)}))
+    ops = {n.handle: n.op for n in _topological(graph)}
+    auto_free = bool(int(flags) & CUgraphInstantiate_flags.CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)
+    return sys_.register(GraphExec(sys_.new_handle(), ops, auto_free))
 
 
 @api(1)
 def cuGraphInstantiate(hGraph: Any, flags: int) -> tuple:  # noqa: N803
     """cuGraphInstantiate(hGraph, flags) -> (CUresult, CUgraphExec) (the cuda-python 12/13 form, i.e.
     cuGraphInstantiateWithFlags): snapshot the graph's nodes; later changes to the graph do not affect it. Flags
-    (CUgraphInstantiate_flags) are accepted; upload and auto-free have nothing to do in the emulator."""
+    (CUgraphInstantiate_flags) are accepted; with CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH a launch frees
+    what the previous launch allocated and nothing freed; upload has nothing to do in the emulator."""
     return (CUgraphExec(_instantiate(hGraph, flags).handle),)
 
 
@@ -236,7 +240,9 @@ def cuGraphLaunch(hGraphExec: Any, hStream: Any) -> tuple:  # noqa: N803
     """cuGraphLaunch(hGraphExec, hStream): enqueue the executable graph on ``hStream`` as it is now (later exec
     updates apply to later launches); faults as for cuLaunchKernel."""
     exec_ = system().lookup(hGraphExec, GraphExec, "graph exec")
-    enqueue(resolve_stream(hStream), GraphRun(exec_))
+    stream = resolve_stream(hStream)
+    claim_for_launch(exec_.ops.values(), exec_.auto_free)
+    enqueue(stream, GraphRun(exec_))
     return ()
 
 

@@ -45,7 +45,7 @@ def cuGraphAddMemAllocNode(hGraph: Any, dependencies: Any, numDependencies: Any,
     if size == 0:
         raise error("CUDA_ERROR_INVALID_VALUE", "nodeParams.bytesize must be positive")
     sys_ = system()
-    allocation = GraphAllocation(allocate(size, device.ordinal), size, device)
+    allocation = GraphAllocation(allocate(size, device.ordinal), size, device, sys_.space)
     try:
         node = add_node(hGraph, dependencies, numDependencies, allocation)
     except Exception:  # bad dependencies: nothing is added, nothing stays allocated

@@ -206,6 +206,7 @@ class GraphExec:
 
     handle: int
     ops: dict[int, Operation]
+    auto_free: bool = False  # CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH
 
 
 @dataclass(eq=False)
@@ -227,6 +228,7 @@ class System:
         self.space = AddressSpace({d.ordinal: config.memory for d in self.devices}, exact_bounds=config.exact_bounds)
         self.objects: dict[int, Any] = {}
         self.allocations: dict[int, Context] = {}  # device allocation base -> the context that made it
+        self.pending_frees: set[int] = set()  # allocations a cuMemFreeAsync will free when its stream reaches it
         self.graph_allocations: dict[int, Any] = {}  # base -> graph_pool.GraphAllocation of an allocation node
         self.host_allocations: dict[int, HostAllocation] = {}
         self.managed: set[int] = set()  # host_allocations made by cuMemAllocManaged

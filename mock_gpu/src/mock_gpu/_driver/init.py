@@ -10,7 +10,7 @@ from cuda.bindings.runtime import cudaError_t, cudaGetErrorString
 
 from ..config import ConfigError, load_config
 from .handles import System
-from .results import ERROR_STRINGS, error
+from .results import ERROR_STRINGS, error, logger
 from .system import api, get_system_or_none, set_system
 
 DRIVER_VERSION = 12080  # reported by cuDriverGetVersion: CUDA 12.8 (1000 * major + 10 * minor)
@@ -69,5 +69,14 @@ def cuGetErrorString(error: Any) -> tuple:
             status, runtime_text = cudaGetErrorString(cudaError_t(int(member)))
         except ValueError:
             status, runtime_text = None, None
-        text = runtime_text.decode() if status == cudaError_t.cudaSuccess else "unknown error"
+        text = runtime_text.decode() if status == cudaError_t.cudaSuccess else _documented(member)
     return (text.encode(),)
+
+
+def _documented(member: Any) -> str:
+    """The first sentence of the header's description of a CUresult that neither the table nor the runtime has a
+    text for (a code newer than both); logged, since the driver's own wording is unknown."""
+    words = " ".join((member.__doc__ or "").split())
+    text = words.split(". ")[0].rstrip(".") or "unknown error"
+    logger.debug("cuGetErrorString(%s): no driver text is known; using its documented description", member.name)
+    return text[0].lower() + text[1:]

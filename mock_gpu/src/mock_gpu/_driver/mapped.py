@@ -27,7 +27,7 @@ from cuda.bindings.driver import (
 
 from ..address_space import MemoryFault
 from .handles import handle_value
-from .marshal import byte_count, host_address
+from .marshal import byte_count, host_address, struct_list
 from .memory import new_host_allocation
 from .results import error
 from .system import api, current_ctx, resolve_stream, system
@@ -214,8 +214,10 @@ def cuPointerGetAttribute(attribute: Any, ptr: Any) -> tuple:
 
 @api(1)
 def cuPointerGetAttributes(numAttributes: Any, attributes: Any, ptr: Any) -> tuple:  # noqa: N803
-    """cuPointerGetAttributes(numAttributes, attributes, ptr) -> (CUresult, [values])."""
-    return ([_pointer_value(a, handle_value(ptr)) for a in list(attributes)[: int(numAttributes)]],)
+    """cuPointerGetAttributes(numAttributes, attributes, ptr) -> (CUresult, [values]): ``attributes`` a list of at
+    least ``numAttributes`` CUpointer_attribute (else cuda-python's RuntimeError/TypeError)."""
+    wanted = struct_list(attributes, byte_count(numAttributes, "numAttributes"), CUpointer_attribute, "attributes")
+    return ([_pointer_value(a, handle_value(ptr)) for a in wanted],)
 
 
 @api(0)
@@ -228,3 +230,15 @@ def cuPointerSetAttribute(value: Any, attribute: Any, ptr: Any) -> tuple:
         raise error("CUDA_ERROR_INVALID_VALUE", f"{handle_value(ptr):#x} is not memory known to the driver")
     system().sync_memops[found[0]] = bool(value)
     return ()
+
+
+@api(2)
+def cuMemGetAddressRange(dptr: Any) -> tuple:
+    """cuMemGetAddressRange(dptr) -> (CUresult, CUdeviceptr base, size): the allocation containing ``dptr`` (device
+    memory, or host memory mapped into the address space); CUDA_ERROR_NOT_FOUND for an address in none."""
+    current_ctx()
+    ptr = handle_value(dptr)
+    found = system().space.allocation(ptr)
+    if found is None:
+        raise error("CUDA_ERROR_NOT_FOUND", f"{ptr:#x} lies in no allocation")
+    return (CUdeviceptr(found[0]), found[1])

@@ -66,6 +66,30 @@ def struct_arg(value: Any, cls: type, what: str) -> Any:
     return value
 
 
+def struct_list(value: Any, count: int, cls: type, what: str) -> list[Any]:
+    """The first ``count`` items of a list argument of structs or enums (``CUmemAccessDesc*``,
+    ``CUpointer_attribute*``), checked as cuda-python's wrapper checks it before calling the driver: ``None`` is an
+    empty list, an item that is not a ``cls`` is a TypeError, and a list shorter than ``count`` is cuda-python's
+    RuntimeError ("List is too small")."""
+    items = [] if value is None else list(value)
+    if not all(isinstance(item, cls) for item in items):
+        raise TypeError(f"Argument '{what}' is not instance of type (expected tuple[{cls.__name__}] or "
+                        f"list[{cls.__name__}])")
+    if count > len(items):
+        raise RuntimeError(f"List is too small: {len(items)} < {count}")
+    return items[:count]
+
+
+def enum_field(struct: Any, field: str) -> int:
+    """The value of enum field ``field`` of a cuda-python struct (``srcMemoryType`` of CUDA_MEMCPY3D...).
+    CUDA_ERROR_INVALID_VALUE if it holds no member of its enum (left unset: 0), which cuda-python cannot even read
+    back (ValueError) and the driver rejects."""
+    try:
+        return int(getattr(struct, field))
+    except ValueError:
+        raise error("CUDA_ERROR_INVALID_VALUE", f"{field} is not set to a valid value") from None
+
+
 def as_int(value: Any, what: str) -> int:
     """A C integer argument converted as cuda-python's Cython wrappers convert it: ``int(value)``, so a float is
     truncated (``196.3`` -> 196), a 0-d numpy array or numpy scalar gives its value; ``None``, ``str`` and ``bytes``

@@ -31,9 +31,9 @@ from cuda.bindings.driver import (
 )
 
 from ..address_space import MemoryFault, OutOfMemory
-from .graph_pool import give_back
+from .graph_pool import disown, give_back
 from .handles import Context, HostAllocation, Stream, handle_value
-from .marshal import byte_count, host_address, host_range, read_host
+from .marshal import byte_count, host_address, host_range, read_host, uint_arg
 from .results import error
 from .system import api, current_ctx, resolve_stream, system
 from .work import complete, enqueue, synchronize_system
@@ -144,11 +144,13 @@ def cuMemFree(dptr: Any) -> tuple:
         sys_.managed.discard(ptr)
         free_host_allocation(sys_, ptr)
         return ()
-    if ptr not in sys_.allocations:
+    if ptr not in sys_.allocations or ptr in sys_.pending_frees:
         raise error("CUDA_ERROR_INVALID_VALUE", f"cuMemFree({ptr:#x}): not the base of a live device allocation "
-                    "(already freed, offset into an allocation, or never allocated)")
+                    "(already freed, also by a pending cuMemFreeAsync, offset into an allocation, or never allocated)")
+    graph_allocation = disown(sys_, ptr, "cuMemFree")
     synchronize_system(sys_, ctx)
-    if give_back(sys_, ptr):
+    if graph_allocation is not None:
+        give_back(sys_, graph_allocation)
         return ()
     sys_.space.free(ptr)
     del sys_.allocations[ptr]
@@ -425,3 +427,76 @@ def cuMemsetD16Async(dstDevice: Any, us: int, N: int, hStream: Any) -> tuple:  #
 def cuMemsetD32Async(dstDevice: Any, ui: int, N: int, hStream: Any) -> tuple:  # noqa: N803
     """cuMemsetD32Async(dstDevice, ui, N, hStream): cuMemsetD32 enqueued on ``hStream``."""
     return _memset(hStream, dstDevice, ui, N, 4)
+
+
+# ----- pitched (2-D) memory -----
+PITCH_ALIGNMENT = 512  # bytes a cuMemAllocPitch row is padded to (CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT divides it)
+
+
+@api(2)
+def cuMemAllocPitch(WidthInBytes: Any, Height: Any, ElementSizeBytes: Any) -> tuple:  # noqa: N803
+    """cuMemAllocPitch(WidthInBytes, Height, ElementSizeBytes) -> (CUresult, CUdeviceptr, pitch): ``Height`` rows
+    of ``WidthInBytes`` bytes, each row starting ``pitch`` bytes after the previous one (the width rounded up to
+    512 bytes). CUDA_ERROR_INVALID_VALUE for an empty extent or an ElementSizeBytes other than 4, 8 or 16 (CUDA
+    driver API, cuMemAllocPitch)."""
+    width, height = byte_count(WidthInBytes, "WidthInBytes"), byte_count(Height, "Height")
+    element = uint_arg(ElementSizeBytes, "ElementSizeBytes")
+    ctx = current_ctx()
+    if element not in (4, 8, 16):
+        raise error("CUDA_ERROR_INVALID_VALUE", f"ElementSizeBytes must be 4, 8 or 16, got {element}")
+    if width == 0 or height == 0:
+        raise error("CUDA_ERROR_INVALID_VALUE", f"cuMemAllocPitch of {width} x {height} bytes: nothing to allocate")
+    pitch = -(-width // PITCH_ALIGNMENT) * PITCH_ALIGNMENT
+    ptr = allocate(pitch * height, ctx.device.ordinal)
+    system().allocations[ptr] = ctx
+    return (CUdeviceptr(ptr), pitch)
+
+
+def _memset_2d(hStream: Any, dst: Any, pitch: Any, value: Any, width: Any, height: Any, size: int) -> tuple:  # noqa: N803
+    stream = resolve_stream(hStream)
+    rows, pitch, count = byte_count(height, "Height"), byte_count(pitch, "dstPitch"), byte_count(width, "Width")
+    if rows > 1 and pitch < count * size:
+        raise error("CUDA_ERROR_INVALID_VALUE", f"dstPitch {pitch} is smaller than a row of {count} x {size} bytes")
+    if rows:
+        enqueue(stream, fill_op(dst, value, count, size, rows=rows, pitch=pitch))
+    return ()
+
+
+@api(0)
+def cuMemsetD2D8(dstDevice: Any, dstPitch: Any, uc: int, Width: Any, Height: Any) -> tuple:  # noqa: N803
+    """cuMemsetD2D8(dstDevice, dstPitch, uc, Width, Height): set ``Width`` bytes of each of ``Height`` rows,
+    ``dstPitch`` bytes apart, to ``uc`` (on the legacy stream; may be pending on return)."""
+    return _memset_2d(None, dstDevice, dstPitch, uc, Width, Height, 1)
+
+
+@api(0)
+def cuMemsetD2D16(dstDevice: Any, dstPitch: Any, us: int, Width: Any, Height: Any) -> tuple:  # noqa: N803
+    """cuMemsetD2D16(dstDevice, dstPitch, us, Width, Height): as cuMemsetD2D8 with 16-bit values."""
+    return _memset_2d(None, dstDevice, dstPitch, us, Width, Height, 2)
+
+
+@api(0)
+def cuMemsetD2D32(dstDevice: Any, dstPitch: Any, ui: int, Width: Any, Height: Any) -> tuple:  # noqa: N803
+    """cuMemsetD2D32(dstDevice, dstPitch, ui, Width, Height): as cuMemsetD2D8 with 32-bit values."""
+    return _memset_2d(None, dstDevice, dstPitch, ui, Width, Height, 4)
+
+
+@api(0)
+def cuMemsetD2D8Async(dstDevice: Any, dstPitch: Any, uc: int, Width: Any, Height: Any,  # noqa: N803
+                      hStream: Any) -> tuple:  # noqa: N803
+    """cuMemsetD2D8Async(dstDevice, dstPitch, uc, Width, Height, hStream): cuMemsetD2D8 enqueued on ``hStream``."""
+    return _memset_2d(hStream, dstDevice, dstPitch, uc, Width, Height, 1)
+
+
+@api(0)
+def cuMemsetD2D16Async(dstDevice: Any, dstPitch: Any, us: int, Width: Any, Height: Any,  # noqa: N803
+                       hStream: Any) -> tuple:  # noqa: N803
+    """cuMemsetD2D16Async(dstDevice, dstPitch, us, Width, Height, hStream): cuMemsetD2D16 enqueued on ``hStream``."""
+    return _memset_2d(hStream, dstDevice, dstPitch, us, Width, Height, 2)
+
+
+@api(0)
+def cuMemsetD2D32Async(dstDevice: Any, dstPitch: Any, ui: int, Width: Any, Height: Any,  # noqa: N803
+                       hStream: Any) -> tuple:  # noqa: N803
+    """cuMemsetD2D32Async(dstDevice, dstPitch, ui, Width, Height, hStream): cuMemsetD2D32 enqueued on ``hStream``."""
+    return _memset_2d(hStream, dstDevice, dstPitch, ui, Width, Height, 4)

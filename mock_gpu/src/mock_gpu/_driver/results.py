@@ -16,8 +16,8 @@ from cuda.bindings.driver import CUresult
 
 logger = logging.getLogger("mock_gpu")
 
-# The descriptions returned by cuGetErrorString for the codes the emulator produces (CUDA driver API,
-# "Error Handling" section; the texts are those of the driver's documentation of each CUresult value).
+# The descriptions cuGetErrorString returns (CUDA driver API, "Error Handling") for the codes the emulator produces
+# and for the codes the runtime API has no text for; the others are the runtime's (cudaGetErrorString).
 ERROR_STRINGS: dict[str, str] = {
     "CUDA_SUCCESS": "no error",
     "CUDA_ERROR_INVALID_VALUE": "invalid argument",
@@ -28,12 +28,12 @@ ERROR_STRINGS: dict[str, str] = {
     "CUDA_ERROR_INVALID_DEVICE": "invalid device ordinal",
     "CUDA_ERROR_INVALID_IMAGE": "device kernel image is invalid",
     "CUDA_ERROR_INVALID_CONTEXT": "invalid device context",
+    "CUDA_ERROR_CONTEXT_ALREADY_CURRENT": "context already current",
     "CUDA_ERROR_NO_BINARY_FOR_GPU": "no kernel image is available for execution on the device",
     "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED": "peer access is not supported between these two devices",
     "CUDA_ERROR_INVALID_PTX": "a PTX JIT compilation failed",
     "CUDA_ERROR_UNSUPPORTED_PTX_VERSION": "the provided PTX was compiled with an unsupported toolchain.",
     "CUDA_ERROR_INVALID_HANDLE": "invalid resource handle",
-    "CUDA_ERROR_ILLEGAL_STATE": "the operation is not permitted when the stream is in its current state",
     "CUDA_ERROR_NOT_FOUND": "named symbol not found",
     "CUDA_ERROR_NOT_READY": "device not ready",
     "CUDA_ERROR_ILLEGAL_ADDRESS": "an illegal memory access was encountered",
@@ -50,6 +50,7 @@ ERROR_STRINGS: dict[str, str] = {
     "CUDA_ERROR_NOT_SUPPORTED": "operation not supported",
     "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED": "operation not permitted when stream is capturing",
     "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED": "operation failed due to a previous error during capture",
+    "CUDA_ERROR_KEY_ROTATION": "an error happened during the key rotation sequence",
     "CUDA_ERROR_UNKNOWN": "unknown error",
 }
 

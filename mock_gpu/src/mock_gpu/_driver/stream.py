@@ -7,11 +7,13 @@ cuStreamWaitEvent makes later work of the stream wait for the work recorded in t
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 from cuda.bindings.driver import CUstream, CUstream_flags
 
-from .handles import Capture, Event, Stream
+from .handles import Capture, Event, Stream, handle_value
+from .marshal import host_address
 from .results import error
 from .system import api, current_ctx, resolve_stream, system
 from .work import enqueue, synchronize_stream
@@ -118,3 +120,32 @@ def _not_capturing(stream: Stream, call: str) -> None:
     if stream.capture is not None:
         stream.capture.invalidate(f"{call} was called on the stream during the capture")
         raise error("CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", f"{call} on a capturing stream; end the capture first")
+
+
+_HOST_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # CUhostFn: void (*)(void *userData)
+
+
+class HostCall:
+    """cuLaunchHostFunc's work: call the C function at ``address`` with ``user_data`` when the stream reaches it."""
+
+    def __init__(self, address: int, user_data: int) -> None:
+        self.address, self.user_data = address, user_data
+
+    def run(self) -> None:
+        _HOST_FN(self.address)(self.user_data or None)
+
+    def describe(self) -> str:
+        return f"host function {self.address:#x}({self.user_data:#x})"
+
+
+@api(0)
+def cuLaunchHostFunc(hStream: Any, fn: Any, userData: Any) -> tuple:  # noqa: N803
+    """cuLaunchHostFunc(hStream, fn, userData): call the host function ``fn`` (a CUhostFn: the address of a C
+    function taking ``void *``, e.g. from ctypes.CFUNCTYPE) with ``userData`` (None, an address or a buffer) once
+    the stream's earlier work ran; later work waits for it. CUDA_ERROR_INVALID_VALUE for a NULL ``fn``."""
+    stream = resolve_stream(hStream)
+    address = handle_value(fn)
+    if address == 0:
+        raise error("CUDA_ERROR_INVALID_VALUE", "fn is NULL")
+    enqueue(stream, HostCall(address, host_address(userData, "userData")[0]))
+    return ()

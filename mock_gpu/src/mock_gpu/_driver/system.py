@@ -83,6 +83,14 @@ def current_ctx(*, check_sticky: bool = True) -> Context:
     return ctx
 
 
+def raise_if_current_sticky() -> None:
+    """The current context's sticky error, if there is a current context and it was poisoned (for calls that work
+    without a context but, like every call, answer with the sticky error once the context is unusable)."""
+    stack = system().ctx_stack
+    if stack:
+        raise_if_sticky(stack[-1])
+
+
 def raise_if_sticky(ctx: Context) -> None:
     """Re-raise the error that poisoned ``ctx`` (a real GPU context stays unusable after a fault in a kernel)."""
     if ctx.sticky is not None:

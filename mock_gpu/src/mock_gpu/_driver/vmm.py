@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from cuda.bindings.driver import (
     CUdeviceptr,
+    CUmemAccessDesc,
     CUmemAllocationGranularity_flags,
     CUmemAllocationProp,
     CUmemGenericAllocationHandle,
@@ -29,12 +30,12 @@ from cuda.bindings.driver import (
     cuuint64_t,
 )
 
-from .graph_pool import give_back
+from .graph_pool import GraphAllocation, disown, give_back
 from .handles import Stream, handle_value
-from .marshal import byte_count, struct_arg
+from .marshal import byte_count, struct_arg, struct_list
 from .memory import charge, cuMemAlloc
 from .results import DriverError, error
-from .system import api, current_ctx, resolve_stream, system
+from .system import api, current_ctx, raise_if_current_sticky, resolve_stream, system
 from .work import enqueue
 
 GRANULARITY = 2 << 20  # CU_MEM_ALLOC_GRANULARITY_MINIMUM and _RECOMMENDED of the emulated devices (2 MiB pages)
@@ -79,6 +80,7 @@ def cuMemGetAllocationGranularity(prop: Any, option: Any) -> tuple:
 def cuMemAddressReserve(size: Any, alignment: Any, addr: Any, flags: Any) -> tuple:
     """cuMemAddressReserve(size, alignment, addr, flags) -> (CUresult, CUdeviceptr): a range of ``size`` bytes (a
     multiple of the granularity) with nothing mapped; ``addr`` is a hint the emulator ignores."""
+    raise_if_current_sticky()
     nbytes = byte_count(size, "size")
     if nbytes == 0 or nbytes % GRANULARITY:
         raise error("CUDA_ERROR_INVALID_VALUE", f"reservation size {nbytes} is not a positive multiple of the "
@@ -94,6 +96,7 @@ def cuMemAddressReserve(size: Any, alignment: Any, addr: Any, flags: Any) -> tup
 def cuMemAddressFree(ptr: Any, size: Any) -> tuple:
     """cuMemAddressFree(ptr, size): give back a reserved range (its mappings must be gone; the addresses are not
     handed out again, so later accesses fault)."""
+    raise_if_current_sticky()
     byte_count(size, "size")
     handle_value(ptr)
     return ()
@@ -103,6 +106,7 @@ def cuMemAddressFree(ptr: Any, size: Any) -> tuple:
 def cuMemCreate(size: Any, prop: Any, flags: Any) -> tuple:
     """cuMemCreate(size, prop, flags) -> (CUresult, CUmemGenericAllocationHandle): ``size`` bytes (a multiple of the
     granularity) of zeroed physical memory on the device of ``prop.location``."""
+    raise_if_current_sticky()
     nbytes = byte_count(size, "size")
     if nbytes == 0 or nbytes % GRANULARITY:
         raise error("CUDA_ERROR_INVALID_VALUE", f"size {nbytes} is not a positive multiple of the granularity "
@@ -131,6 +135,7 @@ def _physical(handle: Any) -> Physical:
 @api(0)
 def cuMemRelease(handle: Any) -> tuple:
     """cuMemRelease(handle): drop the handle; the memory lives on while mapped (CUDA driver API, cuMemRelease)."""
+    raise_if_current_sticky()
     physical = _physical(handle)
     physical.released = True
     if physical.mappings == 0:
@@ -151,6 +156,7 @@ def cuMemMap(ptr: Any, size: Any, offset: Any, handle: Any, flags: Any) -> tuple
     """cuMemMap(ptr, size, offset, handle, flags): put ``size`` bytes of the physical memory ``handle`` from
     ``offset`` behind the reserved addresses at ``ptr``. CUDA_ERROR_INVALID_VALUE past the physical memory's end or
     over an existing mapping."""
+    raise_if_current_sticky()
     base, nbytes, start = handle_value(ptr), byte_count(size, "size"), byte_count(offset, "offset")
     physical = _physical(handle)
     if nbytes == 0 or start + nbytes > physical.data.size:
@@ -169,6 +175,7 @@ def cuMemMap(ptr: Any, size: Any, offset: Any, handle: Any, flags: Any) -> tuple
 def cuMemUnmap(ptr: Any, size: Any) -> tuple:
     """cuMemUnmap(ptr, size): remove the mappings in ``[ptr, ptr + size)``; physical memory whose handle was
     released and that backs nothing more is freed."""
+    raise_if_current_sticky()
     base, nbytes = handle_value(ptr), byte_count(size, "size")
     sys_ = system()
     inside = [b for b in sys_.mappings if base <= b < base + nbytes]
@@ -186,12 +193,15 @@ def cuMemUnmap(ptr: Any, size: Any) -> tuple:
 @api(0)
 def cuMemSetAccess(ptr: Any, size: Any, desc: Any, count: Any) -> tuple:
     """cuMemSetAccess(ptr, size, desc, count): check the access descriptors (device locations of existing devices,
-    ``count`` of them); the emulator lets every device access every mapping."""
+    ``count`` of them; a list shorter than ``count`` or of other types is cuda-python's RuntimeError/TypeError);
+    the emulator lets every device access every mapping."""
+    raise_if_current_sticky()
     handle_value(ptr)
     byte_count(size, "size")
-    descriptors = list(desc) if isinstance(desc, list | tuple) else [desc]
-    if int(count) != len(descriptors):
-        raise error("CUDA_ERROR_INVALID_VALUE", f"count={count} but {len(descriptors)} descriptors were given")
+    number = byte_count(count, "count")
+    descriptors = struct_list(desc, number, CUmemAccessDesc, "desc")
+    if not descriptors:
+        raise error("CUDA_ERROR_INVALID_VALUE", "cuMemSetAccess needs at least one access descriptor (count is 0)")
     for d in descriptors:
         _location_device(d.location)
     return ()
@@ -260,12 +270,14 @@ class _Free:
     """cuMemFreeAsync's work: free ``ptr`` when the stream reaches it."""
 
     ptr: int
+    graph_allocation: GraphAllocation | None
 
     def run(self) -> None:
         sys_ = system()
-        if self.ptr not in sys_.allocations:
-            raise error("CUDA_ERROR_INVALID_VALUE", f"cuMemFreeAsync({self.ptr:#x}): freed twice")
-        if not give_back(sys_, self.ptr, synchronize=False):
+        sys_.pending_frees.discard(self.ptr)
+        if self.graph_allocation is not None:
+            give_back(sys_, self.graph_allocation, synchronize=False)
+        else:
             del sys_.allocations[self.ptr]
             sys_.space.free(self.ptr)
 
@@ -299,11 +311,19 @@ def _allocate(bytesize: Any) -> tuple:
 @api(0)
 def cuMemFreeAsync(dptr: Any, hStream: Any) -> tuple:  # noqa: N803
     """cuMemFreeAsync(dptr, hStream): free ``dptr`` when ``hStream`` reaches this point (its earlier work may still
-    use it). CUDA_ERROR_INVALID_VALUE for a pointer that is not a live allocation."""
+    use it). CUDA_ERROR_INVALID_VALUE, at the call, for a pointer that is not a live allocation or is freed already
+    (also by a cuMemFreeAsync still pending)."""
     stream: Stream = resolve_stream(hStream)
     ptr = handle_value(dptr)
-    if ptr not in system().allocations:
-        raise error("CUDA_ERROR_INVALID_VALUE", f"cuMemFreeAsync({ptr:#x}): not a live device allocation")
+    sys_ = system()
+    if ptr not in sys_.allocations or ptr in sys_.pending_frees:
+        raise error("CUDA_ERROR_INVALID_VALUE", f"cuMemFreeAsync({ptr:#x}): not a live device allocation (freed "
+                    "already, or a cuMemFreeAsync of it is pending)")
     current_ctx()
-    enqueue(stream, _Free(ptr))
+    graph_allocation = disown(sys_, ptr, "cuMemFreeAsync")
+    if graph_allocation is not None:
+        graph_allocation.freeing = True
+    else:
+        sys_.pending_frees.add(ptr)
+    enqueue(stream, _Free(ptr, graph_allocation))
     return ()

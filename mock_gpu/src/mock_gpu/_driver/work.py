@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from ..address_space import MemoryFault
 from .handles import Context, Operation, Stream, System, Work
-from .results import DriverError, error
+from .results import DriverError, error, logger
 from .system import poison, raise_if_sticky, system
 
 __all__ = ["complete", "discard", "enqueue", "synchronize_context", "synchronize_stream", "synchronize_system"]
@@ -132,9 +132,10 @@ def synchronize_system(sys_: System, current: Context | None) -> None:
     for ctx in [obj for obj in sys_.objects.values() if isinstance(obj, Context)]:
         try:
             synchronize_context(ctx)
-        except DriverError:
+        except DriverError as exc:
             if ctx is current:
                 raise
+            logger.warning("work pending on another context failed while memory was freed: %s", exc.report)
 
 
 def _prune(ctx: Context) -> None:

@@ -172,3 +172,71 @@ def cudaMemPoolSetAttribute(memPool: Any, attr: Any, value: Any) -> tuple:  # no
 def cudaMemPoolGetAttribute(memPool: Any, attr: Any) -> tuple:  # noqa: N803
     """cudaMemPoolGetAttribute(memPool, attr) -> (cudaError_t, value)."""
     return (check(cu.cuMemPoolGetAttribute(cu.CUmemoryPool(int(memPool)), cu.CUmemPool_attribute(int(attr)))),)
+
+
+@runtime_api(2)
+def cudaMallocPitch(width: Any, height: Any) -> tuple:
+    """cudaMallocPitch(width, height) -> (cudaError_t, int, pitch): ``height`` rows of ``width`` bytes, rows
+    ``pitch`` bytes apart (cuMemAllocPitch's padding)."""
+    ensure_context()
+    ptr, pitch = check(cu.cuMemAllocPitch(width, height, 16))
+    return (int(ptr), pitch)
+
+
+def _end(params: Any, side: str, pointer: Any, pitch: Any) -> None:
+    """One side of a 2-D copy by unified addressing: an int is an address the driver classifies (device, managed,
+    page-locked or pageable host memory), anything else a host buffer."""
+    if isinstance(pointer, int) or pointer is None:
+        setattr(params, f"{side}MemoryType", cu.CUmemorytype.CU_MEMORYTYPE_UNIFIED)
+        setattr(params, f"{side}Device", int(pointer or 0))
+    else:
+        setattr(params, f"{side}MemoryType", cu.CUmemorytype.CU_MEMORYTYPE_HOST)
+        setattr(params, f"{side}Host", pointer)
+    setattr(params, f"{side}Pitch", pitch)
+
+
+def _copy_2d(dst: Any, dpitch: Any, src: Any, spitch: Any, width: Any, height: Any, kind: Any,
+             stream: Any | None) -> None:
+    cudaMemcpyKind(int(kind))  # ValueError for an unknown kind, as the binding raises
+    params = cu.CUDA_MEMCPY2D()
+    _end(params, "dst", dst, dpitch)
+    _end(params, "src", src, spitch)
+    params.WidthInBytes, params.Height = width, height
+    check(cu.cuMemcpy2D(params) if stream is None else cu.cuMemcpy2DAsync(params, _stream(stream)))
+
+
+@runtime_api(0)
+def cudaMemcpy2D(dst: Any, dpitch: Any, src: Any, spitch: Any, width: Any, height: Any, kind: Any) -> tuple:
+    """cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind): ``height`` rows of ``width`` bytes, rows
+    ``spitch``/``dpitch`` bytes apart (cuMemcpy2D), done on return."""
+    ensure_context()
+    _copy_2d(dst, dpitch, src, spitch, width, height, kind, None)
+    return ()
+
+
+@runtime_api(0)
+def cudaMemcpy2DAsync(dst: Any, dpitch: Any, src: Any, spitch: Any, width: Any, height: Any, kind: Any,
+                      stream: Any) -> tuple:
+    """cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, stream): cudaMemcpy2D in the order of
+    ``stream`` (cuMemcpy2DAsync)."""
+    ensure_context()
+    _copy_2d(dst, dpitch, src, spitch, width, height, kind, stream)
+    return ()
+
+
+@runtime_api(0)
+def cudaMemset2D(devPtr: Any, pitch: Any, value: Any, width: Any, height: Any) -> tuple:  # noqa: N803
+    """cudaMemset2D(devPtr, pitch, value, width, height): set ``width`` bytes of ``height`` rows to the low byte of
+    ``value``."""
+    ensure_context()
+    check(cu.cuMemsetD2D8(devPtr, pitch, int(value) & 0xFF, width, height))
+    return ()
+
+
+@runtime_api(0)
+def cudaMemset2DAsync(devPtr: Any, pitch: Any, value: Any, width: Any, height: Any,  # noqa: N803
+                      stream: Any) -> tuple:
+    """cudaMemset2DAsync(devPtr, pitch, value, width, height, stream): cudaMemset2D enqueued on ``stream``."""
+    ensure_context()
+    check(cu.cuMemsetD2D8Async(devPtr, pitch, int(value) & 0xFF, width, height, _stream(stream)))
+    return ()

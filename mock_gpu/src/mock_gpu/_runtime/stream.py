@@ -73,6 +73,15 @@ def cudaStreamWaitEvent(stream: Any, event: Any, flags: Any = 0) -> tuple:
     return ()
 
 
+@runtime_api(0)
+def cudaLaunchHostFunc(stream: Any, fn: Any, userData: Any) -> tuple:  # noqa: N803
+    """cudaLaunchHostFunc(stream, fn, userData): call the host function ``fn`` (a cudaHostFn_t: the address of a C
+    function taking ``void *``) with ``userData`` in the order of ``stream`` (cuLaunchHostFunc)."""
+    ensure_context()
+    check(cu.cuLaunchHostFunc(_stream(stream), cu.CUhostFn(0 if fn is None else int(fn)), userData))
+    return ()
+
+
 @runtime_api(1)
 def cudaEventCreate() -> tuple:
     """cudaEventCreate() -> (cudaError_t, cudaEvent_t)."""

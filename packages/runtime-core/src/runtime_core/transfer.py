@@ -13,7 +13,9 @@ route              when, and how
                    own staging (CUDA: ``cuMemcpyPeerAsync``, else pinned chunks; DISK: file to file)
 ``STREAMED``       the source ``streams_out`` (DISK's file reads) and the destination takes pieces: its own sink
                    (CUDA's pinned staging), its zero-copy host memory, or ``copyin`` into offset views
-``HOST_VIEW``      the source has a zero-copy host view: the destination's ``copyin`` reads it directly
+``HOST_VIEW``      the source has a zero-copy host view and does not stream out: the destination's ``copyin`` reads it
+                   directly (a streaming source's view may be a file's mapping, which raises ``SIGBUS`` when read after
+                   another process shrank the file, so it is never read through it)
 ``STAGED``         otherwise: copied out into host memory, then in
 =================  ======================================================================================================
 """
@@ -68,7 +70,7 @@ def route(dest: Any, src: Any) -> Route:
         return Route.SAME_DEVICE if dest_dev is src_dev else Route.PEER
     if src_caps.streams_out and (caps.own_sink or caps.host_view or caps.views):
         return Route.STREAMED
-    return Route.HOST_VIEW if src_caps.host_view else Route.STAGED
+    return Route.HOST_VIEW if src_caps.host_view and not src_caps.streams_out else Route.STAGED
 
 
 def copy(dest: Any, src: Any) -> Route:

@@ -37,6 +37,7 @@ _NWARPID = 64
 _CLUSTER_GRID = {"%clusterid": "%ctaid", "%nclusterid": "%nctaid"}
 _CHECK_EVERY = 0x3FF  # instruction groups between two looks at the clock
 _SPIN_SAMPLE = 64  # threads whose registers are compared first when looking for a spin
+_LOOK_EVERY = 16  # loop turns between two looks for a spin
 
 
 class _Chunk:
@@ -79,6 +80,7 @@ class _Chunk:
         self._spins: dict[int, tuple[bytes, bytes]] = {}  # pc -> (sample, full) register digests at the last look
         self._parked: list[tuple[int, np.ndarray]] = []  # spinning groups that let the others run
         self._parked_clock = 0  # the clock when the last group was parked
+        self._turns = 0  # backward branches taken (loop turns), to look for spins every _LOOK_EVERY of them
 
     @functools.cached_property
     def ltid(self) -> np.ndarray:
@@ -193,13 +195,8 @@ class _Chunk:
                 return
             op = code[pc]
             self.clock += 1
-            if not self.clock & _CHECK_EVERY:
-                if time.monotonic() > self.deadline:
-                    self._timed_out(op, idx)
-                if (groups or self.cooperative) and self._spinning(pc, idx):
-                    self._parked.append((pc, idx))
-                    self._parked_clock = self.clock
-                    return
+            if not self.clock & _CHECK_EVERY and time.monotonic() > self.deadline:
+                self._timed_out(op, idx)
             act, rest = idx, None
             if op.guard is not None:
                 g = self.regs[op.guard[0]]
@@ -214,6 +211,7 @@ class _Chunk:
                     self._call(op, act)
                 pc += 1
             elif kind == BRANCH:
+                back = op.target <= pc
                 if rest is None:
                     pc = op.target
                 elif act.size:
@@ -222,6 +220,9 @@ class _Chunk:
                     other = min(groups)
                 else:
                     pc += 1
+                    back = False
+                if back and self._park_if_spinning(pc, idx, groups):
+                    return
             elif kind == EXIT:
                 if act.size:
                     self._exit(act)
@@ -257,6 +258,18 @@ class _Chunk:
                             "spin-wait on a flag set by another block, which the emulator (running blocks in order) "
                             f"never reaches; it was at {op.text}", kernel=self.kernel.name, block=blk, thread=thr,
                             line=op.line)
+
+    def _park_if_spinning(self, pc: int, idx: np.ndarray, groups: dict[int, np.ndarray]) -> bool:
+        """At a loop's backward branch of the threads ``idx`` to ``pc``: every _LOOK_EVERY such turns, park them if
+        they spin (see :meth:`_spinning`) and another group or, in a cooperative launch, a parked or blocked one
+        could end the spin. Looking at loop turns rather than at the clock finds a spin after a few turns of it,
+        however few threads spin (a lock handed from thread to thread)."""
+        self._turns += 1
+        if self._turns % _LOOK_EVERY or not (groups or self.cooperative) or not self._spinning(pc, idx):
+            return False
+        self._parked.append((pc, idx))
+        self._parked_clock = self.clock
+        return True
 
     def _spinning(self, pc: int, idx: np.ndarray) -> bool:
         """Whether the threads ``idx`` are back at ``pc`` with the registers they had the last time they were seen
@@ -301,11 +314,13 @@ class _Chunk:
         blk, thr = self.coords(int(idx[0]))
         exited = np.flatnonzero(self.alive == 0)
         gone = ", ".join(str(self.coords(int(b) * self.T)[0]) for b in exited[:8]) + (" ..." if exited.size > 8 else "")
-        why = f"block(s) {gone} exited without reaching it" if exited.size else "every other thread waits at a barrier"
+        why = f"block(s) {gone} exited" if exited.size else "every other thread waits at a barrier or spins"
+        grid_sync = any("%envreg" in op.text for op in code)  # the kernel uses cooperative groups' grid barrier
+        hint = ("if it is a grid-wide sync (cooperative groups' this_grid().sync()), every block must reach it" if
+                grid_sync else "nothing that is still running sets what it waits for")
         raise LaunchTimeout(f"deadlock: {sum(i.size for _, i in self._parked)} threads spin at {code[pc].text} and no "
-                            f"other thread of the grid can run to end the wait ({why}); a grid-wide sync (cooperative "
-                            "groups' this_grid().sync()) must be reached by every block. On a GPU the kernel would "
-                            "hang", kernel=self.kernel.name, block=blk, thread=thr, line=code[pc].line)
+                            f"other thread of the grid can run to end the wait ({why}); {hint}. On a GPU the kernel "
+                            "would hang", kernel=self.kernel.name, block=blk, thread=thr, line=code[pc].line)
 
     def _call(self, op: Op, act: np.ndarray) -> None:
         sel = None if act.size == self.n else act

@@ -12,25 +12,30 @@ data in the other byte order) are refused with ``ValueError`` rather than return
 
 A header that breaks its format raises :class:`HeaderError` (a ``ValueError``) whose message names the file, the
 field and what the format expects there, whatever is wrong: a value of the wrong type anywhere (a list where a dtype
-string belongs, ``true`` where an integer belongs), nesting deeper than the format has, a name given twice, offsets
-out of order, overlapping, leaving gaps or running past the end of the file. Nothing is read past the header before
-it has been checked.
+string belongs, ``true`` where an integer belongs), nesting deeper than the format has, a name or key given twice, a
+field the format does not define, offsets out of order, overlapping, leaving gaps, running past the end of the file
+or ending before it (the safetensors reference reader's ``MetadataIncompleteBuffer``). Sizes are checked against the
+file as it is when the header is read, so a file that shrank after its buffer was made is refused too. Nothing is
+read past the header before it has been checked.
 """
 
 from __future__ import annotations
 
 import ast
+import errno
 import json
 import math
 import os
 import re
 import reprlib
+import stat
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
+from runtime_backends.disk.device import DiskDevice
 from runtime_core.buffer import Buffer
 from runtime_core.dtype import DType, dtypes
 
@@ -41,12 +46,18 @@ SAFETENSORS_DTYPES = {"BOOL": dtypes.bool, "U8": dtypes.uint8, "I8": dtypes.int8
                       "I16": dtypes.int16, "F16": dtypes.float16, "BF16": dtypes.bfloat16, "U32": dtypes.uint32,
                       "I32": dtypes.int32, "F32": dtypes.float32, "U64": dtypes.uint64, "I64": dtypes.int64,
                       "F64": dtypes.float64}
-_SAFETENSORS_HEADER_MAX = 100 << 20  # the format's own bound on the JSON header
+_SAFETENSORS_HEADER_MAX = 100_000_000  # the reference reader's bound on the JSON header (HeaderTooLarge)
 _SAFETENSORS_DEPTH = 3  # header object > tensor entry > shape or data_offsets list
+_SAFETENSORS_FIELDS = {"dtype", "shape", "data_offsets"}
 _NPY_MAGIC = b"\x93NUMPY"
 _NPY_HEADER_MAX = 10000  # numpy.load's own bound (max_header_size) for headers it parses with literal_eval
 _NPY_KEYS = {"descr", "fortran_order", "shape"}
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_JSON_STRING = re.compile(rb'"[^"]*"')  # a string once its escaped backslashes and quotes are gone
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_BRACKET_STEP = np.zeros(256, np.int8)
+_BRACKET_STEP[list(b"[{")] = 1
+_BRACKET_STEP[list(b"]}")] = -1
+_DEPTH_PIECE = 1 << 20  # brackets summed at a time: bounded memory for a header of 100 MB of brackets
 _REPR = reprlib.Repr()  # how much of a bad value an error quotes
 _REPR.maxstring = _REPR.maxother = 120
 _REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxtuple = 3, 6, 6, 6
@@ -91,14 +102,22 @@ class Tensor:
 
 
 def file_buffer(path: str | os.PathLike[str]) -> Buffer:
-    """An allocated ``uint8`` buffer on ``DISK:<path>`` covering the whole file (read use: ``FileNotFoundError`` when
-    it is missing, ``ValueError`` when it is empty). Deallocate it when done: the file stays open and mapped until
-    then."""
+    """An allocated ``uint8`` buffer on ``DISK:<path>`` covering the whole file. Deallocate it when done: the file stays
+    open and mapped until then.
+
+    Raises ``FileNotFoundError`` when it is missing, ``IsADirectoryError`` for a directory, ``ValueError`` naming the
+    path for anything else that is not a regular file (a FIFO, a device such as ``/dev/zero``, a socket) and for an
+    empty file (pseudo-files of ``/proc`` and ``/sys`` report 0 bytes too).
+    """
     path = os.fspath(path)
-    size = os.stat(path).st_size
-    if size == 0:
-        raise ValueError(f"{path!r} is empty: nothing to read")
-    return Buffer(f"DISK:{path}", size, dtypes.uint8).allocate()
+    st = os.stat(path)
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, f"{path!r} is a directory, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{path!r} is not a regular file (a FIFO, device or socket): DISK reads regular files")
+    if st.st_size == 0:
+        raise ValueError(f"{path!r} is empty (0 bytes): nothing to read")
+    return Buffer(f"DISK:{path}", st.st_size, dtypes.uint8).allocate()
 
 
 def c_contiguous_nbytes(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> int:
@@ -121,10 +140,16 @@ def c_contiguous_nbytes(shape: tuple[int, ...], strides: tuple[int, ...], itemsi
     return math.prod(shape) * itemsize
 
 
-def _read(base: Buffer, offset: int, nbytes: int, where: str, field: str) -> bytes:
-    if offset + nbytes > base.nbytes:
+def _size_now(base: Buffer) -> int:
+    """The bytes of the file that ``base`` covers now: the file may have shrunk since the buffer was made."""
+    dev = base.dev
+    return min(base.nbytes, dev.file.size()) if isinstance(dev, DiskDevice) else base.nbytes
+
+
+def _read(base: Buffer, size: int, offset: int, nbytes: int, where: str, field: str) -> bytes:
+    if offset + nbytes > size:
         raise HeaderError(where, field, f"bytes [{offset}, {offset + nbytes}) inside the file",
-                          f"a file of {base.nbytes} bytes (truncated?)")
+                          f"a file of {size} bytes (truncated?)")
     return bytes(base.view(nbytes, dtypes.uint8, offset).numpy()) if nbytes else b""
 
 
@@ -145,17 +170,17 @@ def npy_tensor(base: Buffer, name: str = "array") -> Tensor:
     docstring), a dtype without a runtime equivalent (object, structured, complex), big-endian data, a Fortran-ordered
     array that is not one C-ordered range, or data running past the end of the file.
     """
-    where = _file(base, "npy")
-    magic = _read(base, 0, 8, where, "magic")
+    where, size = _file(base, "npy"), _size_now(base)
+    magic = _read(base, size, 0, 8, where, "magic")
     if magic[:6] != _NPY_MAGIC or magic[6] not in (1, 2, 3) or magic[7] != 0:
         raise HeaderError(where, "magic", "b'\\x93NUMPY' and format version 1.0, 2.0 or 3.0 (a .npy file: "
                                           "numpy.save writes them)", magic)
     len_size = 2 if magic[6] == 1 else 4
-    (hlen,) = struct.unpack("<H" if len_size == 2 else "<I", _read(base, 8, len_size, where, "header length"))
+    (hlen,) = struct.unpack("<H" if len_size == 2 else "<I", _read(base, size, 8, len_size, where, "header length"))
     if hlen > _NPY_HEADER_MAX:
         raise HeaderError(where, "header length", f"at most {_NPY_HEADER_MAX} bytes (numpy.load's bound)", hlen)
     start = 8 + len_size
-    raw = _read(base, start, hlen, where, "header")
+    raw = _read(base, size, start, hlen, where, "header")
     try:
         text = raw.decode("latin1" if magic[6] < 3 else "utf8")
     except UnicodeDecodeError as e:
@@ -165,19 +190,27 @@ def npy_tensor(base: Buffer, name: str = "array") -> Tensor:
     shape = header["shape"]
     if header["fortran_order"]:
         strides = tuple(math.prod(shape[:i]) * dtype.itemsize for i in range(len(shape)))
-        c_contiguous_nbytes(shape, strides, dtype.itemsize)
+        try:
+            c_contiguous_nbytes(shape, strides, dtype.itemsize)
+        except ValueError as e:
+            raise HeaderError(where, "fortran_order", f"False for an array of shape {shape} (Fortran order: {e})",
+                              True) from None
     tensor = Tensor(name, dtype, shape, start + hlen)
-    if tensor.offset + tensor.nbytes > base.nbytes:
+    if tensor.offset + tensor.nbytes > size:
         raise HeaderError(where, "shape", f"an array that fits the file: {tensor.nbytes} bytes of data at offset "
-                                          f"{tensor.offset} run past the end of the {base.nbytes}-byte file "
+                                          f"{tensor.offset} run past the end of the {size}-byte file "
                                           f"(truncated?)", shape)
     return tensor
 
 
 def _npy_header(where: str, text: str) -> dict:
     try:
-        header = ast.literal_eval(text)
+        tree = ast.parse(text.lstrip(" \t"), mode="eval")
+        _npy_unique_keys(where, tree.body)
+        header = ast.literal_eval(tree)
     except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError) as e:
+        if isinstance(e, HeaderError):
+            raise
         raise HeaderError(where, "header", f"a Python literal dict (malformed npy header: {e})", text.strip()) from None
     if not isinstance(header, dict) or set(header) != _NPY_KEYS:
         raise HeaderError(where, "header", "a dict of exactly descr, fortran_order and shape", text.strip())
@@ -187,6 +220,18 @@ def _npy_header(where: str, text: str) -> dict:
     if not isinstance(header["fortran_order"], bool):
         raise HeaderError(where, "fortran_order", "True or False", header["fortran_order"])
     return header
+
+
+def _npy_unique_keys(where: str, node: ast.expr) -> None:
+    """Refuse a dict display giving a key twice (a literal dict keeps the last one silently)."""
+    if not isinstance(node, ast.Dict):
+        return
+    seen: set[object] = set()
+    for key in node.keys:
+        value = key.value if isinstance(key, ast.Constant) else None
+        if value in seen:
+            raise HeaderError(where, f"key {value!r}", "each key once in the header dict", "it twice")
+        seen.add(value)
 
 
 def _npy_dtype(where: str, descr: object) -> DType:
@@ -209,17 +254,18 @@ def _npy_dtype(where: str, descr: object) -> DType:
 def safetensors_tensors(base: Buffer) -> dict[str, Tensor]:
     """The tensors of a safetensors file in ``base`` (a ``uint8`` buffer over the whole file), by name, in file order.
 
-    Raises :class:`HeaderError` (a ``ValueError``) for a header length beyond the file or the format's 100 MB bound,
-    a header that is not a JSON object of tensor entries nested as the format nests them, a name given twice, an
-    unknown dtype, a shape that does not match the byte range, ``__metadata__`` that is not an object of strings, or
-    offsets that overlap, leave gaps or run past the end of the file.
+    Raises :class:`HeaderError` (a ``ValueError``) for a header length beyond the file or the reference reader's
+    100,000,000-byte bound, a header that is not UTF-8 JSON (a byte-order mark or UTF-16 included), not an object of
+    tensor entries nested as the format nests them, a name given twice, a field an entry does not have in the format,
+    an unknown dtype, a shape that does not match the byte range, ``__metadata__`` that is not an object of strings, or
+    offsets that overlap, leave gaps, run past the end of the file or leave bytes after the last tensor.
     """
-    where = _file(base, "safetensors")
-    (hlen,) = struct.unpack("<Q", _read(base, 0, 8, where, "header length"))
-    if hlen > _SAFETENSORS_HEADER_MAX or 8 + hlen > base.nbytes:
-        raise HeaderError(where, "header length", f"at most the {base.nbytes - 8} bytes after it and the format's "
+    where, size = _file(base, "safetensors"), _size_now(base)
+    (hlen,) = struct.unpack("<Q", _read(base, size, 0, 8, where, "header length"))
+    if hlen > _SAFETENSORS_HEADER_MAX or 8 + hlen > size:
+        raise HeaderError(where, "header length", f"at most the {max(size - 8, 0)} bytes after it and the format's "
                                                   f"{_SAFETENSORS_HEADER_MAX}-byte bound (not a safetensors file?)", hlen)
-    header = _safetensors_json(where, _read(base, 8, hlen, where, "header"))
+    header = _safetensors_json(where, _read(base, size, 8, hlen, where, "header"))
     data_start = 8 + hlen
     _check_metadata(where, header.get("__metadata__", {}))
     tensors = [_safetensors_entry(where, name, entry, data_start) for name, entry in header.items()
@@ -232,11 +278,15 @@ def safetensors_tensors(base: Buffer) -> dict[str, Tensor]:
                                                                         f"the tensors tile the data in order, without "
                                                                         f"gaps or overlap", t.offset - data_start)
         pos += t.nbytes
-    if pos > base.nbytes:
+    if pos > size:
         last = tensors[-1]
-        raise HeaderError(where, f"tensor {last.name!r} data_offsets", f"an end within the {base.nbytes - data_start} "
-                                                                       f"data bytes of the file (past the end: "
-                                                                       f"truncated?)", pos - data_start)
+        raise HeaderError(where, f"tensor {last.name!r} data_offsets", f"an end within the {size - data_start} "
+                                                                       f"data bytes of the {size}-byte file (past "
+                                                                       f"the end: truncated?)", pos - data_start)
+    if pos < size:
+        raise HeaderError(where, "data", f"tensors covering all {size - data_start} data bytes of the file (the "
+                                         f"last offset is the end of the file)", f"{size - pos} bytes after the last "
+                                                                                f"tensor")
     return {t.name: t for t in tensors}
 
 
@@ -253,8 +303,8 @@ def _safetensors_json(where: str, raw: bytes) -> dict:
                 raise HeaderError(where, f"name {key!r}", "each name once in its object", "it twice")
             out[key] = value
         return out
-    try:
-        header = json.loads(raw, object_pairs_hook=unique)
+    try:  # decoded here: json.loads of bytes would also take UTF-16, UTF-32 and a byte-order mark
+        header = json.loads(raw.decode("utf-8"), object_pairs_hook=unique)
     except HeaderError:
         raise
     except (ValueError, RecursionError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
@@ -266,10 +316,16 @@ def _safetensors_json(where: str, raw: bytes) -> dict:
 
 def _json_depth(raw: bytes) -> int:
     """The deepest nesting of objects and arrays in JSON text ``raw`` (brackets inside strings do not count)."""
-    skeleton = np.frombuffer(_JSON_STRING.sub(b"", raw), dtype=np.uint8)
-    step = np.isin(skeleton, np.frombuffer(b"[{", np.uint8)).astype(np.int64)
-    step -= np.isin(skeleton, np.frombuffer(b"]}", np.uint8))
-    return int(np.cumsum(step).max(initial=0))
+    # bytes.replace and a regex without repeated groups: linear time and a few copies of memory for any header (a
+    # regex matching escapes inside strings kept state per escape: gigabytes for 100 MB of them)
+    unescaped = raw.replace(b"\\\\", b"").replace(b'\\"', b"")  # left to right: each backslash pair, then \"
+    brackets = _JSON_STRING.sub(b"", unescaped).translate(None, _NOT_BRACKETS)
+    depth = deepest = 0
+    for at in range(0, len(brackets), _DEPTH_PIECE):
+        piece = np.frombuffer(brackets, np.uint8, min(_DEPTH_PIECE, len(brackets) - at), at)
+        levels = depth + np.cumsum(_BRACKET_STEP[piece], dtype=np.int64)
+        depth, deepest = int(levels[-1]), max(deepest, int(levels.max()))
+    return deepest
 
 
 def _check_metadata(where: str, metadata: object) -> None:
@@ -281,10 +337,13 @@ def _safetensors_entry(where: str, name: str, entry: object, data_start: int) ->
     field = f"tensor {name!r}"
     if not isinstance(entry, dict):
         raise HeaderError(where, field, "an object with dtype, shape and data_offsets", entry)
-    missing = sorted({"dtype", "shape", "data_offsets"} - set(entry))
+    missing, unknown = sorted(_SAFETENSORS_FIELDS - set(entry)), sorted(set(entry) - _SAFETENSORS_FIELDS)
     if missing:
         raise HeaderError(where, field, f"an object with dtype, shape and data_offsets (must have dtype, shape and "
                                         f"data_offsets; missing {', '.join(missing)})", entry)
+    if unknown:  # a field this reader does not know could change what the bytes mean
+        raise HeaderError(where, field, f"an object of exactly dtype, shape and data_offsets (unknown: "
+                                        f"{', '.join(map(repr, unknown))})", entry)
     dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
     if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPES:
         raise HeaderError(where, f"{field} dtype", f"one of {', '.join(SAFETENSORS_DTYPES)}", dtype)
