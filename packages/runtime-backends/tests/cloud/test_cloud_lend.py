@@ -25,7 +25,8 @@ HEAD = [(b"Host", b"127.0.0.1:1"), (b"Content-Length", b"42"), (b"Cookie", b"ses
 
 
 def _lent(srv: CloudServer) -> int:
-    return sum(len(s.worker.lent) for s in srv.sessions.values() if s.worker is not None)
+    """Connections lent to workers, as the server's transport has recorded them."""
+    return sum(1 for c in list(srv._connections) if c._phase == "lent")
 
 
 def _copy_round_trip(conn: http.client.HTTPConnection, session: str, data: bytes) -> bytes:
@@ -110,8 +111,7 @@ def test_a_crash_on_a_connections_first_batch_and_on_a_lent_one_ends_only_that_s
             batch = f"[BufferAlloc(1, 4, {spec()}), " + launch[1:] if first else launch
             if not first:
                 assert post(mallory, wire_body(f"[BufferAlloc(1, 4, {spec()})]"), "mallory").status == 200
-                assert eventually(lambda: "mallory" in srv.sessions and srv.sessions["mallory"].worker is not None
-                                  and len(srv.sessions["mallory"].worker.lent) == 1)
+                assert eventually(lambda: _lent(srv) == 2)  # alice's and mallory's
             crashed = post(mallory, wire_body(batch, CRASH), "mallory")
             assert crashed.status == 500 and crashed.body.startswith(b"kernel crashed: SIGSEGV"), (first, crashed)
             assert crashed.headers["connection"] == "close"
@@ -189,3 +189,18 @@ def test_shedding_a_lent_connection_frees_the_servers_descriptor_and_the_client_
     server._loop.call_soon_threadsafe(server._shed, 1)  # as near the descriptor limit
     assert eventually(lambda: not server._connections)
     assert _copy_round_trip(conn, "s1", b"kept") == b"kept"  # the worker still serves it
+
+
+def test_a_lent_connection_serves_only_requests_with_the_token_the_server_checked() -> None:
+    srv = CloudServer("PYTHON", port=0, token="sesame", limits=SMALL).start()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+        good = {"Authorization": "Bearer sesame"}
+        assert post(conn, wire_body(f"[BufferAlloc(1, 4, {spec()})]"), headers=good).status == 200
+        assert eventually(lambda: _lent(srv) == 1)
+        for bad in ({}, {"Authorization": "Bearer sesamE"}):
+            refused = post(conn, wire_body("[CopyOut(1)]"), headers=bad)
+            assert refused.status == 401 and refused.body.startswith(b"this server needs a token"), refused
+        assert post(conn, wire_body("[CopyOut(1)]"), headers=good).body == bytes(4)
+    finally:
+        srv.close()
