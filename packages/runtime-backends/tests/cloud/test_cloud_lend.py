@@ -204,3 +204,28 @@ def test_a_lent_connection_serves_only_requests_with_the_token_the_server_checke
         assert post(conn, wire_body("[CopyOut(1)]"), headers=good).body == bytes(4)
     finally:
         srv.close()
+
+
+def test_the_slots_of_crashed_workers_come_back() -> None:
+    """With one session at a time the server has 3 worker slots: each crashed worker's slot must come back, or the
+    fourth session would find none."""
+    ok, why = Device.probe("CPU")
+    if not ok:
+        pytest.skip(f"CPU unavailable: {why}")
+    srv = CloudServer("CPU", port=0, limits=Limits(max_sessions=1, evict_idle_s=0.01)).start()
+    try:
+        h = blob(CRASH)[0]
+        batch = wire_body(f"[BufferAlloc(1, 4, {spec()}), ProgramAlloc('crash', '{h}'), "
+                          f"ProgramExec('crash', '{h}', (1,), (), None, None, True)]", CRASH)
+        for k in range(6):
+            conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+            crashed = post(conn, batch, f"m{k}")
+            assert crashed.status == 500 and crashed.body.startswith(b"kernel crashed: SIGSEGV"), (k, crashed)
+            conn.close()
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+        data = b"live"
+        last = post(conn, wire_body(f"[BufferAlloc(1, 4, {spec()}), CopyIn(1, '{blob(data)[0]}'), CopyOut(1)]", data),
+                    "last")
+        assert last.body == data, last
+    finally:
+        srv.close()

@@ -402,10 +402,13 @@ class CloudServer:
                 session.last_used = time.monotonic()
 
     def _lose(self, session: _Session, why: str) -> None:
-        """``session``'s worker is gone (crashed, or stopped at the batch deadline): so is the session."""
+        """``session``'s worker is gone (crashed, or stopped at the batch deadline): so is the session; the worker's
+        budget slot comes back once its exit has been seen."""
         log.warning("session %s lost: %s", session.sid[:8], why)
-        session.worker = None
+        worker, session.worker = session.worker, None
         self._end(session)
+        if worker is not None:
+            self._retire(worker)
 
     def _worker_returned(self, worker: Worker) -> None:
         """A worker gave a lent connection back: its session ends if the client freed everything there."""

@@ -628,14 +628,13 @@ class Worker:
         return self._reader, self._writer
 
     async def _death(self) -> str:
-        """Why the worker is gone, once it has exited (its budget slot is cleared)."""
+        """Why the worker is gone, once it has exited (its budget slot is cleared; :meth:`reap` forgets it)."""
         code = await self.zygote.exit_code(self.pid, 5.0)
         if code is None:
             self.stop("its worker stopped answering and was stopped")
             code = await self.zygote.exit_code(self.pid, 5.0)
         self.close()
         self.budget.clear(self.slot)
-        self.zygote.forget(self.pid)
         return self.stopped_because or describe_exit(code)
 
     def stop(self, why: str) -> None:
