@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness.bench_schema import PER_CALL_KEY
+
 BLOCK = 256
 MOCK_N = 1 << 20
 NUMBA_VADD_N = 4096
@@ -65,7 +67,9 @@ def _record(benchmark: Any, emulator: str, kernel: str, threads: int) -> None:
         return
     rate = threads / benchmark.stats.stats.median
     benchmark.extra_info.update({"emulator": emulator, "kernel": kernel, "threads": threads, "block": BLOCK,
-                                 "threads_per_s": rate, "value": rate, "unit": "threads/s", "higher_is_better": True})
+                                 "threads_per_s": rate, "value": rate, "unit": "threads/s", "higher_is_better": True,
+                                 # the report recomputes the figure from any rounds (an A/B side's, its judged change)
+                                 PER_CALL_KEY: {"threads/s": threads}})
 
 
 def _ptx() -> bytes:
