@@ -33,7 +33,7 @@ from scipy import stats as sps
 __all__ = [
     "ALPHA", "BUDGET_SECONDS", "CONFIDENCE", "LOOKS", "MIN_EFFECT", "PROCESS_PAIRS", "ROUNDS", "ROUND_SECONDS",
     "Decision", "Settings", "Verdict", "corrected_level", "decide", "log_ratios", "pair_value", "pair_values",
-    "split_pairs",
+    "split_pairs", "worth_more_pairs",
 ]
 
 # The gate's tunable constants: all of them (docs/benchmark-gate.md, "Knobs").
@@ -176,13 +176,7 @@ def decide(pair_values: Sequence[float] | np.ndarray, *, min_effect: float = MIN
 
     Raises ValueError for a non-finite pair value, a ``min_effect`` outside [0, 1), or a ``level`` or ``confidence``
     outside (0, 1)."""
-    raw = np.asarray(pair_values)
-    if raw.ndim != 1 or raw.dtype.kind not in "iuf":
-        raise ValueError(f"pair values must be a 1-D sequence of numbers (log ratios), got {raw.dtype} of shape "
-                         f"{raw.shape}")
-    y = raw.astype(np.float64)
-    if not np.all(np.isfinite(y)) or np.any(np.abs(y) > _MAX_LOG_RATIO):
-        raise ValueError(f"pair values must be finite log ratios within ±{_MAX_LOG_RATIO:g} (a ratio of e^{_MAX_LOG_RATIO:g})")
+    y = _log_ratios_checked(pair_values)
     if not 0.0 <= min_effect < 1.0:
         raise ValueError(f"min_effect must be a fraction in [0, 1), got {min_effect!r}")
     if not (0.0 < level < 1.0 and 0.0 < confidence < 1.0):
@@ -198,6 +192,40 @@ def decide(pair_values: Sequence[float] | np.ndarray, *, min_effect: float = MIN
     floor = math.log1p(min_effect)
     verdict, reason = _rule(mean, floor, shown, tested, k, level, min_effect)
     return Decision(verdict, math.expm1(mean), (math.expm1(shown[0]), math.expm1(shown[1])), p, level, k, reason)
+
+
+def worth_more_pairs(pair_values: Sequence[float] | np.ndarray, final_pairs: int, *, min_effect: float = MIN_EFFECT,
+                     level: float, confidence: float = CONFIDENCE) -> bool:
+    """Whether timing more process pairs, up to ``final_pairs`` in all, could still settle an undecided entry, were
+    its pair values to keep their present scatter ``s``: at ``final_pairs`` pairs the CONFIDENCE interval would fit
+    inside plus or minus the minimum effect (so "unchanged" is reachable), or the t-test at ``level`` would reach a
+    change as large as the present mean or the minimum effect, whichever is larger (so a verdict of change is). False
+    means the runner stops: the entry is "not judged" now rather than after every look (docs/benchmark-gate.md,
+    "Stopping rule"). Stopping early never adds a false alarm. Raises ValueError as ``decide`` does."""
+    decide(pair_values, min_effect=min_effect, level=level, confidence=confidence)  # the same checks
+    y = _log_ratios_checked(pair_values)
+    k = int(y.size)
+    if final_pairs <= k:
+        return False
+    if k < 2:
+        return True
+    se = float(y.std(ddof=1)) / math.sqrt(final_pairs)
+    floor = math.log1p(min_effect)
+    unchanged_reachable = _t_quantile(1.0 - (1.0 - confidence) / 2.0, final_pairs - 1) * se < floor
+    change_reachable = _t_quantile(1.0 - level / 2.0, final_pairs - 1) * se < max(abs(float(y.mean())), floor)
+    return unchanged_reachable or change_reachable
+
+
+def _log_ratios_checked(pair_values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """``pair_values`` as a float64 array; ValueError unless a 1-D sequence of finite log ratios within the bound."""
+    raw = np.asarray(pair_values)
+    if raw.ndim != 1 or raw.dtype.kind not in "iuf":
+        raise ValueError(f"pair values must be a 1-D sequence of numbers (log ratios), got {raw.dtype} of shape "
+                         f"{raw.shape}")
+    y = raw.astype(np.float64)
+    if not np.all(np.isfinite(y)) or np.any(np.abs(y) > _MAX_LOG_RATIO):
+        raise ValueError(f"pair values must be finite log ratios within ±{_MAX_LOG_RATIO:g} (a ratio of e^{_MAX_LOG_RATIO:g})")
+    return y
 
 
 def _rule(mean: float, floor: float, shown: tuple[float, float], tested: tuple[float, float], k: int, level: float,

@@ -5,8 +5,9 @@ For each benchmark every worker of a set sets it up (concurrently), makes the sa
 A1 B1 A2 B2 ... then B1 A1 B2 A2 ... (``harness.paired.engine.round_order``) on the CPUs other programs left idlest,
 until ROUNDS rounds per worker or the look's time budget. Each process pair then gives one pair value
 (``harness.gate.pair_value``) and ``harness.gate.decide`` judges the pair values so far; an entry it leaves undecided
-is timed on the next set (opened on first need), at most ``Settings.looks`` sets. Limits and peers, whose verdict never
-fails a run, get the first set only. A benchmark on one side only is timed alone and listed as new or missing.
+is timed on the next set (opened on first need), at most ``Settings.looks`` sets, unless its scatter says that
+no number of pairs up to that many could settle it (``harness.gate.worth_more_pairs``). Limits and peers, whose
+verdict never fails a run, get the first set only. A benchmark on one side only is timed alone and listed as new or missing.
 
 The run files keep every round (pytest-benchmark JSON; ``stats.data`` pair by pair, options ``pair_rounds``) and the
 settings (RUN_KEY), so the report recomputes the same pair values and the same decisions.
@@ -23,7 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from harness.bench_schema import ENTRY, MODE_AB, short_name
-from harness.gate import ROUND_SECONDS, ROUNDS, Decision, Settings, decide, pair_values
+from harness.gate import ROUND_SECONDS, ROUNDS, Decision, Settings, decide, pair_values, worth_more_pairs
 from harness.paired.cpus import CpuChooser
 from harness.paired.engine import Budget, RoundFailed, Side
 from harness.paired.process import WorkerProcess
@@ -185,9 +186,15 @@ class _Run:
                 _not_timed(nodeid, look.by_side(), self.result, self.progress)
                 return None
             looks.append(look)
-            decision = decide(_values(looks), min_effect=self.settings.min_effect, level=self.level,
+            values = _values(looks)
+            decision = decide(values, min_effect=self.settings.min_effect, level=self.level,
                               confidence=self.settings.confidence)
             if decision.decided or len(looks) >= most:
+                return looks, decision
+            if not worth_more_pairs(values, most * self.settings.process_pairs, min_effect=self.settings.min_effect,
+                                    level=self.level, confidence=self.settings.confidence):
+                self.progress(f"  {short_name(nodeid)}: its pairs scatter too much for {most * self.settings.process_pairs}"
+                              f" to settle it: not timed further")
                 return looks, decision
             low, high = decision.interval
             self.progress(f"  {short_name(nodeid)}  {decision.change:+.1%} [{low:+.1%}, {high:+.1%}] on "
