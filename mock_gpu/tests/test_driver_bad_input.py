@@ -56,7 +56,8 @@ def _body_error(body: str) -> ptx.PTXError:
     ("    ld.global.u32 %r1, [%rd1], %rd2;", "operands"),
     ("    atom.global.add.v2.f32 %r1, [%rd1], %r2;", "vector"),
     ("    red.global.cas.b32 [%rd1], %r1, %r2;", "red.cas"),
-    ("    mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%r0}, {%r1}, {%r2}, {%r3};", "tensor-core"),
+    ("    mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32 {%r0}, {%r1}, {%r2}, {%r3};", "m8n8k4 is not emulated"),
+    ("    mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%r0}, {%r1}, {%r2}, {%r3};", "brace list of 4"),
     ("    ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r0}, [%rd1];", "matrix"),
     ("    mapa.u64 %rd1, %rd2, %r1;", "distributed shared memory"),
     ("    cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%rd1], [%rd2], %r1, "

@@ -17,7 +17,7 @@ from ..exec import memops, warp
 from ..linker import Label, LInstr, Loc
 from ..ops import BRANCH, EXIT, NORMAL, TRAP, Op
 from ..types import STORAGE
-from . import alu, data, mbarrier, sync, texture
+from . import alu, data, matrix, mbarrier, sync, texture
 from .modifiers import ALLOWED, unknown_modifiers
 from .operands import DecodeError, OperandError, writer
 
@@ -29,7 +29,7 @@ CMPS = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs", "e
 _NOOPS = {"membar", "fence", "nanosleep", "prefetch", "prefetchu", "pmevent", "griddepcontrol", "discard",
           "applypriority"}
 _REJECTED = {
-    "mma": "tensor-core matrix multiply is not emulated", "wmma": "tensor-core matrix multiply is not emulated",
+    "wmma": "tensor-core matrix multiply is not emulated",
     "wgmma": "tensor-core matrix multiply is not emulated", "ldmatrix": "matrix fragment loads are not emulated",
     "stmatrix": "matrix fragment stores are not emulated", "movmatrix": "matrix fragments are not emulated",
     "mapa": "distributed shared memory (thread block clusters) is not emulated",
@@ -140,6 +140,8 @@ def _normal(li: LInstr, rt: list[str]) -> Callable:
         return sync.redux(types, mods, ops, rt)
     if base == "match":
         return sync.match(types, mods, ops, rt)
+    if base == "mma":
+        return matrix.mma(li.op, types, mods, ops, rt)
     raise DecodeError(f"opcode {base!r} is not supported by the interpreter")
 
 

@@ -71,6 +71,11 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     "shfl": {"sync", "up", "down", "bfly", "idx"}, "vote": {"sync", "all", "any", "uni", "ballot"},
     "activemask": set(), "redux": {"sync", "add", "min", "max", "and", "or", "xor"},
     "match": {"sync", "any", "all"},
+    # mma (PTX ISA 9.7.14.5.14): every documented shape/layout/type word, so the decoder can name what it refuses
+    "mma": {"sync", "aligned", "row", "col", "satfinite", "sp", "sp::ordered_metadata", "xor", "popc", "and",
+            "tf32", "e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "s4", "u4", "b1"}
+    | {f"m{m}n{n}k{k}" for m, n, k in ((8, 8, 4), (16, 8, 4), (16, 8, 8), (16, 8, 16), (16, 8, 32), (16, 8, 64),
+                                       (16, 8, 128), (16, 8, 256), (8, 8, 16), (8, 8, 32), (8, 8, 128))},
     "bar": {"sync", "arrive", "red", "popc", "and", "or", "cta", "warp", "aligned"},
     "barrier": {"sync", "arrive", "red", "popc", "and", "or", "cta", "aligned"},
     # control flow and miscellaneous (PTX ISA 9.7.12, 9.7.17)
