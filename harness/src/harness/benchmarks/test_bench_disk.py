@@ -90,7 +90,7 @@ def disk_file(request: pytest.FixtureRequest, bench_shared_dir: Path) -> Iterato
     nbytes = options.disk_bench_bytes(request.config)
     data = random_bytes(np.random.default_rng(9), nbytes)
     # named by its contents: a ref whose benchmarks draw other bytes writes and reads its own file
-    path = bench_shared_dir / f"disk-read-{nbytes}-{hashlib.sha256(data[:4096]).hexdigest()[:12]}.bin"
+    path = bench_shared_dir / f"disk-read-{nbytes}-{hashlib.sha256(data[:4096].tobytes()).hexdigest()[:12]}.bin"
     with _locked(path):  # the workers set up at once: the first writes it, the others find it written
         if not path.exists() or path.stat().st_size != nbytes:
             partial = path.with_name(f".{path.name}.{os.getpid()}")
