@@ -316,3 +316,19 @@ def test_the_method_links_the_gate_doc_relative_to_where_the_report_is(tmp_path)
     for out in (Path("reports"), Path("reports/ab/deep"), tmp_path):
         href = gate_doc_href(out)
         assert (out.resolve() / href).resolve() == (Path(__file__).resolve().parents[2] / "docs/benchmark-gate.md")
+
+
+def test_a_benchmark_that_failed_on_the_working_tree_fails_the_report(tmp_path):
+    """An A/B run whose B side failed a benchmark: every report says FAIL and names it, even when nothing timed
+    regressed (the failed benchmark has no rounds to compare)."""
+    from harness.report import parse_run
+    from harness.report.cli import write_report
+
+    current, baseline = make_pair(tmp_path, slowdown=1.0)
+    cur, base = (parse_run(json.loads(p.read_text()), str(p)) for p in (current, baseline))
+    result, _ = write_report(cur, base, [], out=tmp_path / "out", broken=["bench.py::test_gone"])
+    assert result.failed
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "FAIL: 1 benchmark(s) failed on B" in md and "bench.py::test\\_gone" in md  # Markdown-escaped
+    data = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert data["failed"] is True and data["failed_benchmarks"] == ["bench.py::test_gone"]

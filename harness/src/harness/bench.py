@@ -30,13 +30,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -129,6 +131,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness bench
         parser.error(f"unrecognized arguments: {' '.join(unknown)}; pytest options other than -k, -m and --backends "
                      f"go after '--' ({prog} -- {' '.join(unknown)}; with nox: nox -s bench -- -- {' '.join(unknown)})")
     pytest_args = [*(a for flag in _SELECTION for a in _selected(args, flag)), *after]
+    signal.signal(signal.SIGTERM, _terminated)  # as Ctrl-C: the workers and what they started are stopped
     try:
         _check_backends(args.select_backends)
         store = _store(args)
@@ -143,10 +146,22 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness bench
     except WorkerError as exc:
         print(f"harness bench: error: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("harness bench: interrupted (Ctrl-C): the benchmark workers were stopped; nothing of this run was saved",
+    except KeyboardInterrupt as exc:
+        how = "SIGTERM" if isinstance(exc, _Terminated) else "Ctrl-C"
+        print(f"harness bench: interrupted ({how}): the benchmark workers were stopped; nothing of this run was saved",
               file=sys.stderr)
-        return _INTERRUPTED
+        return _TERMINATED if isinstance(exc, _Terminated) else _INTERRUPTED
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM received: unwinds as Ctrl-C does."""
+
+
+_TERMINATED = 143  # 128 + SIGTERM
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise _Terminated
 
 
 def _check_promote(args: argparse.Namespace, pytest_args: list[str]) -> None:
@@ -162,7 +177,10 @@ def _check_promote(args: argparse.Namespace, pytest_args: list[str]) -> None:
 
 
 def _check_run(args: argparse.Namespace, pytest_args: list[str]) -> None:
-    """Refuse options that belong to the other mode, before anything runs: ReportInputError."""
+    """Refuse options that belong to the other mode and an ``--out`` that cannot take the reports, before anything
+    runs (ReportInputError); then remove the reports an earlier run left in ``--out``, so a run that fails leaves
+    none that could be taken for its own."""
+    _clear_reports(Path(args.out))
     if args.accept_drift and not (args.save_baseline or args.save_partial_baseline):
         raise ReportInputError("--accept-drift goes with --save-baseline or --promote: it marks the baseline "
                                "from which drift is judged")
@@ -180,6 +198,22 @@ def _check_run(args: argparse.Namespace, pytest_args: list[str]) -> None:
     if args.plant_slowdown:
         raise ReportInputError("--plant-slowdown needs A/B mode (--against REF): it stretches the working tree's "
                                "rounds against the unchanged ref")
+
+
+_REPORT_FILES = ("report.md", "report.html", "report.json", "ab/A.json", "ab/B.json")
+
+
+def _clear_reports(out: Path) -> None:
+    """Make ``out`` a directory this process can write, and remove the reports of an earlier run from it.
+    Raises ReportInputError naming what is wrong with ``out``."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise ReportInputError(f"--out {out}: the directory is not writable")
+        for name in _REPORT_FILES:
+            (out / name).unlink(missing_ok=True)
+    except OSError as exc:
+        raise ReportInputError(f"--out {out}: {exc.strerror or exc}: the reports need a writable directory") from None
 
 
 def _check_backends(names: str | None) -> None:
@@ -249,6 +283,25 @@ def _stored(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -
 
 
 def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> int:
+    with _cache_lock(AB_CACHE):
+        return _ab_locked(args, store, pytest_args)
+
+
+@contextlib.contextmanager
+def _cache_lock(cache: Path) -> Iterator[None]:
+    """Hold ``cache/lock`` (``flock``) for a whole A/B run: two runs would check different refs out into the one
+    ``treeA`` and measure each other's. Raises ReportInputError when another run holds it."""
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / "lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ReportInputError(f"another A/B run is using {cache.resolve()} (its checkout of the ref and its "
+                                   f"environments): wait for it to end, or run from another clone") from None
+        yield
+
+
+def _ab_locked(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> int:
     out = Path(args.out)
     ref = args.against or default_ref(_baseline_commit(store))
     started = time.perf_counter()
@@ -285,7 +338,8 @@ def _ab(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -> in
     baseline, current = (parse_run(doc, str(path)) for path, doc in zip(files, result.documents))
     warnings = [f"failed on A (the ref) only: {name}" for name in result.failed[0] if name not in result.failed[1]]
     report, written = write_report(current, baseline, [], out=out, threshold=args.threshold,
-                                   min_effect=args.min_effect, alpha=args.alpha, warnings=warnings)
+                                   min_effect=args.min_effect, alpha=args.alpha, warnings=warnings,
+                                   broken=sorted(result.failed[1]))
     status = finish(report, written, no_fail=args.no_fail)
     if result.failed[1]:
         return _failures(result.failed[1], "the report above covers the benchmarks that ran")

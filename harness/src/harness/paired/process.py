@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -171,7 +172,7 @@ class WorkerProcess:
         """The next message, which must be one of the ``expected`` events; raises WorkerError otherwise."""
         line = self._receive.readline()
         if not line:
-            raise self._gone("it stopped answering")
+            raise self._gone("stopped answering")
         message = json.loads(line)
         if message.get("ev") not in expected:
             raise self._gone(f"expected {' or '.join(expected)}, got {message!r}")
@@ -206,9 +207,13 @@ class WorkerProcess:
                 pass
 
     def kill(self) -> None:
-        """Stop the worker at once (Ctrl-C, or a controller error)."""
+        """Stop the worker at once (Ctrl-C, or a controller error), with every process it started: killed with
+        SIGKILL, its fixtures' teardowns never run, so a benchmark's server (a CLOUD server and its workers) would
+        outlive it."""
         if self._process.poll() is None:
-            self._process.kill()
+            for pid in reversed(_processes_of_tree(self._process.pid)):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
             self._process.wait()
         self.close()
 

@@ -175,7 +175,7 @@ def prepare_sides(ref: str, cache: Path, progress: Callable[[str], None]) -> Sid
         _share_libraries(cache / "envA", cache / "envB", progress)
     a, b = (Side(tree, python, top, workdir, pytest_config(tree))
             for tree, python, workdir in zip((tree_a, tree_b), pythons, workdirs))
-    dirty = bool(_git("status", "--porcelain", "--untracked-files=no", cwd=top))
+    dirty = bool(_git("status", "--porcelain", cwd=top))  # untracked files count: a new benchmark runs on B
     branch = _git("rev-parse", "--abbrev-ref", "HEAD", cwd=top)
     return Sides(ref, sha, a, b, _git("rev-parse", "HEAD", cwd=top), dirty, "" if branch == "HEAD" else branch)
 
@@ -213,7 +213,7 @@ def _environment(tree: Path, env: Path, editable: list[str], pinned: list[str], 
     stamp = hashlib.sha256(json.dumps([sys.version, packages, pinned]).encode() + b"".join(metadata)).hexdigest()
     python = env / "bin" / "python"
     stamp_file = env / "harness-stamp"
-    if python.exists() and stamp_file.exists() and stamp_file.read_text().strip() == stamp:
+    if python.exists() and _stamp_of(env) == stamp:
         return python
     if twin is not None and _stamp_of(twin[1]) == stamp and _copy_environment(twin, (tree, env), progress):
         stamp_file.unlink()  # a link to the twin's: written anew, not through the link
@@ -237,7 +237,7 @@ def _stamp_of(env: Path) -> str | None:
     """The stamp ``_environment`` wrote into ``env`` when it was built, or None."""
     try:
         return (env / "harness-stamp").read_text().strip()
-    except OSError:
+    except (OSError, UnicodeDecodeError):  # missing, a directory, or garbage: rebuild
         return None
 
 

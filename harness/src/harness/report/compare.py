@@ -151,7 +151,8 @@ class ComparisonResult:
     """All verdicts of current vs baseline, ordered by section then fullname, plus run metadata.
 
     ``mode``: "ab" or "stored". ``warnings``/``notes``: lines every report prints at the top. ``threshold`` (stored
-    mode's default), ``min_effect`` (A/B), ``alpha``, ``confidence``: the settings that applied.
+    mode's default), ``min_effect`` (A/B), ``alpha``, ``confidence``: the settings that applied. ``broken``: the
+    benchmarks that failed (raised, crashed) on the working tree's side: they fail the run like a regression.
     """
 
     current: BenchmarkRun
@@ -164,6 +165,7 @@ class ComparisonResult:
     notes: tuple[str, ...] = ()
     mode: str = "stored"
     min_effect: float = DEFAULT_MIN_EFFECT
+    broken: tuple[str, ...] = ()
 
     @property
     def sections(self) -> tuple[Section, ...]:
@@ -182,7 +184,8 @@ class ComparisonResult:
 
     @property
     def failed(self) -> bool:
-        return bool(self.failing)
+        """True when an entry regressed or drifted, or a benchmark failed on the working tree."""
+        return bool(self.failing or self.broken)
 
     @property
     def has_limits(self) -> bool:

@@ -91,6 +91,9 @@ def headline(result: ComparisonResult) -> str:
     if result.baseline is None:
         return f"NO BASELINE, {counts['new']} new"
     entries = [c for c in result.comparisons if c.role == ENTRY]
+    if result.broken:
+        return (f"FAIL: {len(result.broken)} benchmark(s) failed on B (the working tree), "
+                f"{len(result.failing)} of {len(entries)} entries regressed")
     if result.mode != MODE_AB:
         slower = sum(1 for c in entries if c.verdict.value == "regressed" or c.drift is not None)
         return f"TREND: {slower} of {len(entries)} entries slower than the baseline (a trend view: no gate)"

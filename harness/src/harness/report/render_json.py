@@ -45,6 +45,7 @@ def render_json(result: ComparisonResult, history_runs: int) -> str:
         "headline": fmt.headline(result),
         "sides": {label: text for label, text in fmt.sides(result)} if result.mode == "ab" else None,
         "failed": result.failed,
+        "failed_benchmarks": list(result.broken),
         "failing": [c.fullname for c in result.failing],
         "counts": result.counts(),
         "threshold": result.threshold,

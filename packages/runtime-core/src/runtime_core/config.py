@@ -147,7 +147,7 @@ DISK_IO_URING = Setting("DISK_IO_URING", FLAG, None, "large uncached DISK reads 
 DISK_O_DIRECT = Setting("DISK_O_DIRECT", FLAG, None,
                         "large cold DISK reads bypass the page cache with O_DIRECT (true) or stay buffered (false)",
                         "each file gets what its storage does best (runtime_backends.disk.readpath)")
-HOST = Setting("HOST", TEXT, None, "host:port of the CLOUD server; unset: CLOUD starts a server in this process")
+HOST = Setting("HOST", TEXT, None, "host:port of the CLOUD server; unset: CLOUD starts a server in a child process of this one")
 CLOUD_TOKEN = Setting("CLOUD_TOKEN", TEXT, None, "shared token of the CLOUD server (sent as Authorization: Bearer)")
 CLOUDDEV = Setting("CLOUDDEV", TEXT, None, "the device an in-process or `serve` CLOUD server serves",
                    "the first default device that opens (serve: CPU)")
