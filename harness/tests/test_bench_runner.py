@@ -190,12 +190,13 @@ def test_a_b_run_flags_the_twice_slower_working_tree_and_lists_new_and_missing(r
 def test_an_entry_twice_as_slow_in_some_process_pairs_only_is_not_judged(root):
     """A state some processes fall into (here: the hash seeds 0 and 1 of 18 process pairs) is not a change of the
     code: the pair values scatter, the t-test across them cannot establish a change, and after every look the entry is
-    inconclusive, never regressed."""
+    inconclusive, never regressed (after the first look already: no number of pairs up to 18 could settle a scatter
+    that wide, ``gate.worth_more_pairs``)."""
     _commit_suite(root)
     write_suite(root, n="40000 if __import__('os').environ['PYTHONHASHSEED'] in ('0', '1') else 20000")
     assert run_bench(root, "--against", "HEAD", "-k", "entry") == 0
     entry = next(b for b in report(root)["benchmarks"] if b["name"] == "test_entry")
-    assert entry["verdict"] == "unjudged" and entry["pairs"] == 18 and entry["note"].startswith("inconclusive")
+    assert entry["verdict"] == "unjudged" and entry["pairs"] in (6, 12, 18) and entry["note"].startswith("inconclusive")
     assert sorted(entry["process_ratios"])[-2:] == pytest.approx([2.0, 2.0], rel=0.3)
 
 
