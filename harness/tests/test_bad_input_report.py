@@ -4,6 +4,7 @@ odd but valid input: strict report files."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -118,6 +119,15 @@ def test_unusable_current_is_one_line_status_2_and_writes_nothing(tmp_path, caps
     err = _one_error_line(capsys)
     assert err.startswith("harness report: error: ") and said in err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("make", ["fifo", "device", "directory"])
+def test_a_current_that_is_not_a_regular_file_is_refused_before_reading(tmp_path, capsys, make):
+    current = {"device": Path("/dev/zero"), "directory": tmp_path, "fifo": tmp_path / "pipe"}[make]
+    if make == "fifo":
+        os.mkfifo(current)  # reading it would wait for a writer forever
+    assert _run(tmp_path, current) == 2
+    assert "is not a regular file" in _one_error_line(capsys)
 
 
 def _reject_constant(name: str) -> None:

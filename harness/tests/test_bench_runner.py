@@ -262,6 +262,47 @@ def test_a_working_tree_benchmark_failing_in_one_worker_mid_rounds_fails_the_run
     assert doc["failed"] is True and [n.split("::")[-1] for n in doc["failed_benchmarks"]] == ["test_breaks"]
 
 
+DIES = '''
+
+import os
+import signal
+import time
+
+
+def test_dies(benchmark):  # on B only: {how}
+    def call():
+        if os.environ.get("HARNESS_TEST_SIDE") == "B":
+            {action}
+        return work(1000)
+    benchmark(call)
+
+
+def test_after(benchmark):
+    benchmark(work, 1000)
+'''
+
+
+@pytest.mark.parametrize("how, action, extra", [
+    ("a crash", "os.kill(os.getpid(), signal.SIGSEGV)", ()),
+    ("a hang", "time.sleep(3600)", ("--worker-timeout", "20")),
+])
+def test_a_benchmark_that_kills_or_hangs_its_worker_fails_by_name_and_the_run_goes_on(root, capsys, monkeypatch, how,
+                                                                                       action, extra):
+    write_suite(root, extra=DIES.format(how=how, action=action))
+    git(root, "init", "-q")
+    git(root, "add", "bench_suite")
+    git(root, "commit", "-qm", "suite")
+    (root / "bench_suite" / "conftest.py").write_text("import os\nos.environ['HARNESS_TEST_SIDE'] = 'B'\n")
+    assert run_bench(root, "--against", "HEAD", "-k", "dies or after", *extra) == 1
+    printed = "".join(capsys.readouterr())
+    expected = "killed by SIGSEGV" if how == "a crash" else "did not answer within 20 s"
+    assert "  dies  FAILED on B: the B1 (working tree) benchmark worker" in printed and expected in printed
+    doc = report(root)
+    assert [n.split("::")[-1] for n in doc["failed_benchmarks"]] == ["test_dies"]
+    assert set(verdicts(doc)) == {"test_after"}  # the next benchmark ran, on a fresh set of workers
+    assert not _workers_of(os.getpid())  # every worker of the set it killed is gone
+
+
 @pytest.mark.parametrize("count", ["0", "1", "17", "two"])
 def test_a_process_pair_count_out_of_range_is_refused(root, capsys, count):
     with pytest.raises(SystemExit) as exc:
@@ -468,6 +509,14 @@ def test_a_run_that_times_no_entry_saves_nothing(root, capsys):
     assert run_bench(root, "-k", "limit or peer") == 2
     assert "no entry (our code) was timed, only 2 limit(s)/peer(s)" in capsys.readouterr().err
     assert not list((root / "out" / "runs").glob("*.json"))
+
+
+def test_an_ab_selection_that_matches_nothing_says_which(root, capsys):
+    _commit_suite(root)
+    assert run_bench(root, "--against", "HEAD", "-k", "no_such_benchmark") == 2
+    err = capsys.readouterr().err
+    assert "the selection '-k no_such_benchmark' holds no benchmark both sides have" in err
+    assert not (root / "out" / "report.md").exists()
 
 
 def test_an_unknown_ref_says_so(root, capsys):

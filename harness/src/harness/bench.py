@@ -48,7 +48,7 @@ from harness.cli_args import ArgumentParser
 from harness.config import HARNESS_BASELINE_DIR, child_environ
 from harness.gate import ALPHA, BUDGET_SECONDS, LOOKS, MIN_EFFECT, PROCESS_PAIRS, Settings
 from harness.paired.ab import WorkerSet, run_ab
-from harness.paired.process import WorkerError, WorkerProcess
+from harness.paired.process import ANSWER_SECONDS, WorkerError, WorkerProcess
 from harness.paired.reftree import RefError, Sides, default_ref, prepare_sides
 from harness.paired.runfile import run_document
 from harness.paired.session import WorkerSpec, open_workers
@@ -112,6 +112,10 @@ def build_parser(prog: str = "python -m harness bench") -> ArgumentParser:
     parser.add_argument("--baseline-dir", metavar="DIR",
                         help=f"directory of <machine_id>.json baselines (default: ${BASELINE_DIR_ENV}, else "
                         f"{DEFAULT_BASELINE_DIR})")
+    parser.add_argument("--worker-timeout", type=_timeout, default=ANSWER_SECONDS, metavar="S",
+                        help=f"seconds a benchmark worker may take to answer (a setup, a round, a teardown) before the "
+                        f"benchmark counts as hung: the worker is killed, the benchmark fails, the run goes on "
+                        f"(default {ANSWER_SECONDS:g})")
     parser.add_argument("--out", default="reports", metavar="DIR", help="reports, runs/ and ab/ directory (default: reports/)")
     add_verdict_arguments(parser)
     parser.add_argument("--no-fail", action="store_true", help="exit 0 even when an entry regressed")
@@ -245,7 +249,8 @@ def _stored(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -
     store.check()
     run_file = store.new_run_path()
     logs = Path(args.out) / "logs"
-    specs = [WorkerSpec(label, sys.executable, Path.cwd(), logs / f"{label}.log") for label in ("entries", "limits")]
+    specs = [WorkerSpec(label, sys.executable, Path.cwd(), logs / f"{label}.log", answer_seconds=args.worker_timeout)
+             for label in ("entries", "limits")]
     budget = replace(ENTRY_BUDGET, seconds=args.budget) if args.budget else ENTRY_BUDGET
     started = time.perf_counter()
     print(f"harness bench: stored-baseline mode, workers log to {logs}/", flush=True)
@@ -319,7 +324,7 @@ def _ab_locked(args: argparse.Namespace, store: RunStore, pytest_args: list[str]
     env = {**_env(), SHARED_DIR_ENV: str(shared)}
     try:
         with contextlib.ExitStack() as stack:
-            sets = _WorkerSets(stack, sides, settings.process_pairs, out / "logs", args_of, env)
+            sets = _WorkerSets(stack, sides, settings.process_pairs, out / "logs", args_of, env, args.worker_timeout)
             _progress(f"harness bench: starting {2 * settings.process_pairs} benchmark workers (logs in {out / 'logs'})")
             sets(0)
             result = run_ab(sets, ref, _progress, settings, planted=args.plant_slowdown)
@@ -334,7 +339,9 @@ def _ab_locked(args: argparse.Namespace, store: RunStore, pytest_args: list[str]
     if not result.documents[1]["benchmarks"]:
         if result.failed[1]:
             return _failures(result.failed[1], "no benchmark was timed, no report written")
-        raise ReportInputError("no benchmark was timed on both sides (see above)")
+        chosen = f"the selection {' '.join(pytest_args)!r}" if pytest_args else "the suite"
+        raise ReportInputError(f"no benchmark was timed on both sides: {chosen} holds no benchmark both sides have "
+                               f"that was not skipped (reasons above, if any); no report was written")
     baseline, current = (parse_run(doc, str(path)) for path, doc in zip(files, result.documents))
     warnings = [f"failed on A (the ref) only: {name}" for name in result.failed[0] if name not in result.failed[1]]
     report, written = write_report(current, baseline, [], out=out, threshold=args.threshold,
@@ -358,12 +365,15 @@ def _side_args(sides: Sides, suite: str | Path, pytest_args: list[str]) -> list[
 
 class _WorkerSets:
     """``run_ab``'s worker sets: set k holds process pairs k * pairs + 1 ... (k + 1) * pairs, A then B, started on
-    the first call for k and stopped with ``stack``."""
+    the first call for k and stopped with ``stack``; a set started again after ``discard`` logs to new files
+    (``B1.restart1.log``), so the log of the worker that died stays."""
 
     def __init__(self, stack: contextlib.ExitStack, sides: Sides, pairs: int, logs: Path, args_of: list[list[str]],
-                 env: dict[str, str]) -> None:
+                 env: dict[str, str], answer_seconds: float = ANSWER_SECONDS) -> None:
         self._stack, self._sides, self._pairs, self._logs, self._args, self._env = stack, sides, pairs, logs, args_of, env
+        self._answer_seconds = answer_seconds
         self._opened: dict[int, WorkerSet] = {}
+        self._restarts: dict[int, int] = {}
 
     def __call__(self, k: int) -> WorkerSet:
         if k not in self._opened:
@@ -374,10 +384,16 @@ class _WorkerSets:
     def opened(self) -> list[WorkerProcess]:
         return [worker for workers, _ in self._opened.values() for worker in workers]
 
+    def discard(self, k: int) -> None:
+        for worker in self._opened.pop(k, ([], []))[0]:
+            worker.kill()
+        self._restarts[k] = self._restarts.get(k, 0) + 1
+
     def _specs(self, k: int) -> list[WorkerSpec]:
         first = k * self._pairs + 1
-        return [WorkerSpec(f"{label}{n} ({what})", str(side.python), side.workdir_of(n), self._logs / f"{label}{n}.log",
-                           n - 1)
+        restart = f".restart{self._restarts[k]}" if self._restarts.get(k) else ""
+        return [WorkerSpec(f"{label}{n} ({what})", str(side.python), side.workdir_of(n),
+                           self._logs / f"{label}{n}{restart}.log", n - 1, self._answer_seconds)
                 for n in range(first, first + self._pairs)
                 for label, what, side in (("A", "ref", self._sides.a), ("B", "working tree", self._sides.b))]
 
@@ -503,6 +519,17 @@ def _factor(text: str) -> float:
         value = 0.0
     if not 1.0 < value <= 10.0:
         raise argparse.ArgumentTypeError(f"must be a factor in (1, 10], e.g. 1.05 for 5% slower, got {text!r}")
+    return value
+
+
+def _timeout(text: str) -> float:
+    """argparse ``type`` of --worker-timeout: seconds in [1, 86400]."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 1 <= value <= 86400:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds from 1 to 86400, got {text!r}")
     return value
 
 

@@ -43,6 +43,18 @@ def _unchecked_cpu_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(CPU_MEMCHECK.name, "0")
 
 
+@pytest.fixture(autouse=True)
+def _empty_allocator_caches() -> Iterator[None]:
+    """After every benchmark, the LRU cache of every opened device is emptied: a freed 256 MiB buffer would otherwise
+    stay cached (up to ``RUNTIME_LRU_MAX_BYTES``, 1 GiB, per device), and an A/B run keeps dozens of workers alive:
+    36 workers holding about 1 GiB each ran a 24 GiB machine out of memory."""
+    yield
+    for name in Device.opened():
+        allocator = Device[name].allocator
+        if isinstance(allocator, LRUAllocator):
+            allocator.free_cache()
+
+
 @pytest.fixture
 def device_buffers(device: str) -> Iterator[MakeBuffer]:
     """A factory of allocated buffers on ``device``: ``make(array)`` holds a copy of a numpy array, ``make(n, dtype)``

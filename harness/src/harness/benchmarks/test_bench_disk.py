@@ -109,9 +109,26 @@ def _prepare(disk_file: DiskFile, cache: str) -> Callable[[], None] | None:
     disk_file.make_cold()
     left = disk_file.dev.page_cache_residency(0, disk_file.data.size)
     if left > 0.1:
-        pytest.skip(f"{left:.0%} of {disk_file.path} stays in the page cache after dropping it (tmpfs, or another "
-                    f"process maps it?): no cold read; point TMPDIR at a disk-backed directory")
+        kind = _file_system(disk_file.path)
+        why = (f"{kind} keeps files in memory: point TMPDIR at a disk-backed directory" if kind in _IN_MEMORY
+               else f"it is on {kind or 'an unknown file system'}: another process maps or reads it")
+        pytest.skip(f"{left:.0%} of {disk_file.path} stays in the page cache after dropping it ({why}): no cold read")
     return disk_file.make_cold
+
+
+_IN_MEMORY = ("tmpfs", "ramfs", "hugetlbfs")
+
+
+def _file_system(path: Path) -> str | None:
+    """The type of the file system ``path`` is on (``/proc/self/mounts``: the longest mount point above it); None
+    where it cannot be told."""
+    try:
+        mounts = [line.split()[1:3] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    except OSError:
+        return None
+    where = str(path.resolve())
+    above = [(point, kind) for point, kind in mounts if where == point or where.startswith(point.rstrip("/") + "/")]
+    return max(above, key=lambda m: len(m[0]))[1] if above else None
 
 
 def _time(benchmark: Any, fn: Callable[[], Any], setup: Callable[[], None] | None) -> None:

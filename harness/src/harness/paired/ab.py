@@ -7,7 +7,8 @@ until ROUNDS rounds per worker or the look's time budget. Each process pair then
 (``harness.gate.pair_value``) and ``harness.gate.decide`` judges the pair values so far; an entry it leaves undecided
 is timed on the next set (opened on first need), at most ``Settings.looks`` sets, unless its scatter says that
 no number of pairs up to that many could settle it (``harness.gate.worth_more_pairs``). Limits and peers, whose
-verdict never fails a run, get the first set only. A benchmark on one side only is timed alone and listed as new or missing.
+verdict never fails a run, get half the first set's pairs only (``reference_pairs``). A benchmark on one side only
+is timed alone and listed as new or missing.
 
 The run files keep every round (pytest-benchmark JSON; ``stats.data`` pair by pair, options ``pair_rounds``) and the
 settings (RUN_KEY), so the report recomputes the same pair values and the same decisions.
@@ -27,7 +28,7 @@ from harness.bench_schema import ENTRY, MODE_AB, short_name
 from harness.gate import ROUND_SECONDS, ROUNDS, Decision, Settings, decide, pair_values, worth_more_pairs
 from harness.paired.cpus import CpuChooser
 from harness.paired.engine import Budget, RoundFailed, Side
-from harness.paired.process import WorkerProcess
+from harness.paired.process import WorkerError, WorkerProcess
 from harness.paired.runfile import CpuUse, benchmark_record, run_document
 from harness.paired.session import (
     FAILED,
@@ -43,7 +44,7 @@ from harness.paired.session import (
     time_alone_or_beside,
 )
 
-__all__ = ["AbResult", "WorkerSet", "WorkerSets", "look_budget", "run_ab"]
+__all__ = ["AbResult", "WorkerSet", "WorkerSets", "look_budget", "reference_pairs", "run_ab"]
 
 WorkerSet = tuple[Sequence[WorkerProcess], Sequence[Collected]]
 
@@ -51,11 +52,14 @@ WorkerSet = tuple[Sequence[WorkerProcess], Sequence[Collected]]
 class WorkerSets(Protocol):
     """The worker sets of a run: ``sets(k)`` gives set k (0 = the first) as process pairs in turn (A, B, A, B, ...)
     and what each collected, starting it on its first call; ``opened()`` lists the workers of every set started so
-    far (whose CPU time the CPU chooser credits)."""
+    far (whose CPU time the CPU chooser credits); ``discard(k)`` kills set k's workers (one died or hung), so the next
+    ``sets(k)`` starts the set afresh."""
 
     def __call__(self, k: int) -> WorkerSet: ...
 
     def opened(self) -> list[WorkerProcess]: ...
+
+    def discard(self, k: int) -> None: ...
 
 
 @dataclass
@@ -91,7 +95,7 @@ def run_ab(open_set: WorkerSets, ref: str, progress: Callable[[str], None], sett
             run.benchmark(nodeid, index, plan.roles[nodeid], collected)
     for side, names in enumerate(plan.one_sided):
         for nodeid in names:
-            run.alone(workers[side], side, nodeid, collected[side].clock)
+            run.alone(side, nodeid, collected[side].clock)
     for reason, count in skip_reasons(run.result.skipped).items():
         progress(f"  {count} benchmark(s) skipped: {reason}")
     pairing = uuid.uuid4().hex
@@ -161,7 +165,8 @@ class _Run:
         """Time ``nodeid`` on one set after another until decided (entries) or once (limits and peers)."""
         threads = max(c.items[nodeid].get("threads", 1) for c in collected[:2])
         chosen = self.chooser.choose(threads, self._own_seconds())
-        timed = self._looks(nodeid, index, self.settings.looks if role == ENTRY else 1, chosen)
+        pairs = self.settings.process_pairs if role == ENTRY else reference_pairs(self.settings.process_pairs)
+        timed = self._looks(nodeid, index, self.settings.looks if role == ENTRY else 1, chosen, pairs)
         if timed is None:
             return
         looks, decision = timed
@@ -173,15 +178,19 @@ class _Run:
         self.progress(f"  {short_name(nodeid)}  {decision.change:+.1%} [{low:+.1%}, {high:+.1%}] {verdict} "
                       f"({decision.pairs} process pairs{extra})")
 
-    def _looks(self, nodeid: str, index: int, most: int,
-               chosen: set[int] | None) -> tuple[list[_Look], Decision] | None:
-        """Time ``nodeid`` on set 0, then on more sets while ``decide`` leaves it undecided, at most ``most`` sets;
-        None when a look failed (recorded)."""
+    def _looks(self, nodeid: str, index: int, most: int, chosen: set[int] | None,
+               pairs: int) -> tuple[list[_Look], Decision] | None:
+        """Time ``nodeid`` on the first ``pairs`` process pairs of set 0, then of more sets while ``decide`` leaves it
+        undecided, at most ``most`` sets; None when a look failed (recorded)."""
         looks: list[_Look] = []
         while True:
             if len(looks) == 1:  # set 0 keeps this module's fixtures: free their memory while other sets run
                 release_all(self.open_set(0)[0])
-            look = self._look(len(looks), nodeid, index, chosen)
+            try:
+                look = self._look(len(looks), nodeid, index, chosen, pairs)
+            except WorkerError as error:
+                self._lost(len(looks), nodeid, error)
+                return None
             if not look.outcome.ok:
                 _not_timed(nodeid, look.by_side(), self.result, self.progress)
                 return None
@@ -200,8 +209,25 @@ class _Run:
             self.progress(f"  {short_name(nodeid)}  {decision.change:+.1%} [{low:+.1%}, {high:+.1%}] on "
                           f"{decision.pairs} pairs: undecided, timing {self.settings.process_pairs} more")
 
-    def alone(self, worker: WorkerProcess, side: int, nodeid: str, clock: str) -> None:
+    def alone(self, side: int, nodeid: str, clock: str) -> None:
         """Time a benchmark that only ``side`` has, on that side's first worker."""
+        try:
+            self._alone(self.open_set(0)[0][side], side, nodeid, clock)
+        except WorkerError as error:
+            self._lost(0, nodeid, error)
+
+    def _lost(self, k: int, nodeid: str, error: WorkerError) -> None:
+        """A worker of set ``k`` died or hung in ``nodeid``: record it as failed on the side(s) whose worker is gone
+        (on both when none is: the channel broke), and start the set afresh for the next benchmark."""
+        workers = self.open_set(k)[0]
+        gone = {position % 2 for position, worker in enumerate(workers) if worker.exit_status is not None}
+        why = str(error).split(" Last lines of ")[0]
+        log = next((w.log for w in workers if w.exit_status is not None), workers[0].log)
+        failure = Finished(FAILED, f"{why} (log: {log})", nodeid.rsplit("::", 1)[-1], None, None, None, {})
+        self.open_set.discard(k)
+        _not_timed(nodeid, {side: failure for side in (gone or {0, 1})}, self.result, self.progress)
+
+    def _alone(self, worker: WorkerProcess, side: int, nodeid: str, clock: str) -> None:
         ready = start(worker, nodeid)
         if ready["ev"] == "done":
             _not_timed(nodeid, {side: Finished.of(ready)}, self.result, self.progress)
@@ -220,16 +246,18 @@ class _Run:
         self.records[side].append(benchmark_record(nodeid, finished, rounds.times[0], rounds.iterations[0], rounds,
                                                    clock=clock))
 
-    def _look(self, k: int, nodeid: str, index: int, chosen: set[int] | None) -> _Look:
-        """Time ``nodeid`` on worker set ``k``. Set 0 runs every benchmark in turn and keeps each module's fixtures
-        for the next; a later set runs only undecided ones, so it tears each down completely."""
-        workers = self.open_set(k)[0]
-        sides = _sides_of(len(workers) // 2, index)
+    def _look(self, k: int, nodeid: str, index: int, chosen: set[int] | None, pairs: int) -> _Look:
+        """Time ``nodeid`` on the first ``pairs`` process pairs of worker set ``k``, with the look's budget in
+        proportion. Set 0 runs every benchmark in turn and keeps each module's fixtures for the next; a later set runs
+        only undecided ones, so it tears each down completely."""
+        workers = self.open_set(k)[0][:2 * pairs]
+        sides = _sides_of(pairs, index)
         order = [2 * (position // 2) + side for position, side in enumerate(sides)]
         # a planted run: B spins inside its timed span, A as long right after its own, so both load the CPU alike
         timed = [Side(workers[i], self.planted or 1.0, untimed=not side) for i, side in zip(order, sides)]
         others = _OthersOnCpus(self.chooser, self.open_set.opened())
-        outcome = run_same(timed, nodeid, look_budget(self.settings.budget_seconds), lambda _: float("inf"), chosen,
+        budget = look_budget(self.settings.budget_seconds * pairs / self.settings.process_pairs)
+        outcome = run_same(timed, nodeid, budget, lambda _: float("inf"), chosen,
                            lambda: self.chooser.pinned(self._own_seconds()), others if chosen is not None else None,
                            keep=k == 0)
         return _Look(outcome, sides, others.cpus)
@@ -251,6 +279,13 @@ class _Run:
     def _own_seconds(self) -> float:
         """CPU seconds used so far by every worker (and what they started) and by this controller process."""
         return _own_seconds(self.open_set.opened())
+
+
+def reference_pairs(process_pairs: int) -> int:
+    """Process pairs a limit or a peer is timed on: half a look's, rounded up. Their verdicts never fail a run (the
+    same code on both sides, timed for the report's figures and as a check that the machine treated A and B alike),
+    so they get half the workers and half the budget of an entry's look, and one look."""
+    return (process_pairs + 1) // 2
 
 
 def _values(looks: Sequence[_Look]) -> np.ndarray:

@@ -6,18 +6,24 @@ import contextlib
 import ctypes
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from harness.paired.worker import CHANNEL_ENV
 
-__all__ = ["WORKER_SCRIPT", "WorkerError", "WorkerProcess", "close_all"]
+__all__ = ["ANSWER_SECONDS", "WORKER_SCRIPT", "WorkerError", "WorkerProcess", "close_all", "describe_status"]
 
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
+# How long the controller waits for any one answer of a worker (a setup, a timed round, a teardown) before it calls
+# the benchmark hung and kills the worker: far above the slowest setup measured here (about 30 s for twelve workers
+# setting up a 1 GiB DISK read at once on two loaded cores). ``harness bench --worker-timeout`` sets it.
+ANSWER_SECONDS = 600.0
 _LOG_TAIL_LINES = 25
 # personality(2) flag ADDR_NO_RANDOMIZE (<linux/personality.h>): the child's address space is not randomized
 _ADDR_NO_RANDOMIZE = 0x0040000
@@ -111,8 +117,8 @@ class WorkerProcess:
     """
 
     def __init__(self, label: str, python: str, cwd: Path, pytest_args: Sequence[str], env: Mapping[str, str],
-                 log: Path, hash_seed: int = 0) -> None:
-        self.label, self.log = label, log
+                 log: Path, hash_seed: int = 0, answer_seconds: float = ANSWER_SECONDS) -> None:
+        self.label, self.log, self.answer_seconds = label, log, answer_seconds
         to_worker_read, to_worker_write = os.pipe()
         from_worker_read, from_worker_write = os.pipe()
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -132,7 +138,8 @@ class WorkerProcess:
         os.close(to_worker_read)
         os.close(from_worker_write)
         self._send = os.fdopen(to_worker_write, "w", encoding="utf-8")
-        self._receive = os.fdopen(from_worker_read, "r", encoding="utf-8")
+        self._receive = os.fdopen(from_worker_read, "rb", buffering=0)
+        self._pending = b""  # received bytes after the last complete line
 
     @property
     def randomized(self) -> bool:
@@ -168,15 +175,41 @@ class WorkerProcess:
         except (BrokenPipeError, ValueError):
             raise self._gone(f"could not send {op!r}") from None
 
+    @property
+    def exit_status(self) -> int | None:
+        """The worker's exit status (negative: the signal that ended it), None while it runs."""
+        return self._process.poll()
+
     def receive(self, *expected: str) -> dict[str, Any]:
-        """The next message, which must be one of the ``expected`` events; raises WorkerError otherwise."""
-        line = self._receive.readline()
+        """The next message, which must be one of the ``expected`` events; raises WorkerError otherwise, and when
+        none came within ``answer_seconds`` (the worker is then killed: a benchmark that hangs)."""
+        line = self._read_line()
         if not line:
             raise self._gone("stopped answering")
-        message = json.loads(line)
+        try:
+            message = json.loads(line)
+        except ValueError:
+            raise self._gone(f"sent a line that is not JSON: {line[:200]!r}") from None
         if message.get("ev") not in expected:
             raise self._gone(f"expected {' or '.join(expected)}, got {message!r}")
         return message
+
+    def _read_line(self) -> bytes:
+        """The next line from the worker without its newline; b"" when the worker closed the channel."""
+        deadline = time.monotonic() + self.answer_seconds
+        while b"\n" not in self._pending:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self._receive], [], [], left)[0]:
+                self.kill()
+                raise WorkerError(f"the {self.label} benchmark worker did not answer within {self.answer_seconds:g} s "
+                                  f"(a benchmark that hangs?), so it was killed (--worker-timeout). Last lines of "
+                                  f"{self.log}:\n" + _tail(self.log))
+            chunk = os.read(self._receive.fileno(), 1 << 16)
+            if not chunk:
+                return b""
+            self._pending += chunk
+        line, _, self._pending = self._pending.partition(b"\n")
+        return line
 
     def request(self, op: str, expected: Sequence[str], **fields: Any) -> dict[str, Any]:
         """``send`` then ``receive``."""
@@ -222,9 +255,19 @@ class WorkerProcess:
             status = self._process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             status = None
-        state = "is still running" if status is None else f"exited with status {status}"
+        state = "is still running" if status is None else f"exited: {describe_status(status)}"
         return WorkerError(f"the {self.label} benchmark worker {what}; it {state}. Last lines of {self.log}:\n"
                            + _tail(self.log))
+
+
+def describe_status(status: int) -> str:
+    """An exit status as words: 'status 3', or 'killed by SIGSEGV' for a negative one (``Popen.returncode``)."""
+    if status >= 0:
+        return f"status {status}"
+    try:
+        return f"killed by {signal.Signals(-status).name}"
+    except ValueError:
+        return f"killed by signal {-status}"
 
 
 def close_all(workers: Sequence[WorkerProcess], timeout: float = 20.0) -> None:

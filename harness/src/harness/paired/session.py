@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from harness.paired.engine import Budget, RoundFailed, Rounds, Side, calibrate, iterations_for, measure
-from harness.paired.process import WorkerError, WorkerProcess, close_all
+from harness.paired.process import ANSWER_SECONDS, WorkerError, WorkerProcess, close_all
 
 __all__ = ["FAILED", "PASSED", "SKIPPED", "Collected", "Finished", "Outcome", "WorkerSpec", "collected", "finish", "finish_all",
            "open_workers", "release_all", "run_same", "skip_reasons", "start", "start_all", "time_alone_or_beside"]
@@ -201,14 +201,15 @@ def time_alone_or_beside(sides: Sequence[Side], fixed: Sequence[int | None], bud
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """How to start one worker: its label in messages, interpreter, working directory, log file and hash seed
-    (``WorkerProcess``)."""
+    """How to start one worker: its label in messages, interpreter, working directory, log file, hash seed and the
+    seconds it may take to answer (``WorkerProcess``)."""
 
     label: str
     python: str
     cwd: Path
     log: Path
     hash_seed: int = 0
+    answer_seconds: float = ANSWER_SECONDS
 
 
 @contextmanager
@@ -220,7 +221,8 @@ def open_workers(specs: Sequence[WorkerSpec], pytest_args: Sequence[Sequence[str
     workers: list[WorkerProcess] = []
     try:
         for spec, args in zip(specs, pytest_args, strict=True):
-            workers.append(WorkerProcess(spec.label, spec.python, spec.cwd, args, env, spec.log, spec.hash_seed))
+            workers.append(WorkerProcess(spec.label, spec.python, spec.cwd, args, env, spec.log, spec.hash_seed,
+                                         spec.answer_seconds))
         yield workers, [collected(worker) for worker in workers]
     except BaseException:
         for worker in workers:

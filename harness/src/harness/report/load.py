@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import reprlib
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -28,6 +29,7 @@ from harness.bench_schema import PAIRED_LIMIT_KEY, RUN_KEY, WORK_KEYS, finite_fl
 from harness.report.errors import ReportInputError, shorten
 
 SUPPORTED_MAJORS = (4, 5)
+MAX_RUN_FILE_BYTES = 256 << 20  # a whole-suite A/B run file with every round is under 1 MiB
 # Plausible seconds per iteration. Outside them a file is corrupt or hand-made: no call takes less than a picosecond
 # (a few CPU cycles take ~1 ns) and no benchmark round more than 1e6 s (11.6 days). The bounds also keep every ratio of
 # medians, its bootstrap CI and the plot axes finite (a median of 5e-324 s made the ratio overflow to inf).
@@ -112,11 +114,13 @@ class BenchmarkRun:
 def read_json(path: str | Path, role: str) -> dict[str, Any]:
     """Read the JSON object in ``path``; ``role`` ('current', 'baseline', 'history') names it in messages.
 
-    Raises ReportInputError when the file is missing, unreadable, empty, not JSON (including integers of more digits
-    than Python converts and nesting deeper than its parser goes), or not a JSON object.
+    Raises ReportInputError when the file is missing, not a regular file (a device such as /dev/zero, a FIFO, a
+    directory), larger than MAX_RUN_FILE_BYTES, unreadable, empty, not JSON (including integers of more digits than
+    Python converts and nesting deeper than its parser goes), or not a JSON object.
     """
     where = f"{role} file {str(path)!r}"
     try:
+        _check_regular(Path(path), where)
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ReportInputError(f"{where} does not exist; pass a file written by 'pytest --benchmark-json'") from None
@@ -134,6 +138,16 @@ def read_json(path: str | Path, role: str) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise ReportInputError(f"{where} holds a JSON {type(doc).__name__}, not a pytest-benchmark object")
     return doc
+
+
+def _check_regular(path: Path, where: str) -> None:
+    """Refuse what is not a regular file of at most MAX_RUN_FILE_BYTES: reading /dev/zero or a FIFO never ends."""
+    info = path.stat()
+    if not stat.S_ISREG(info.st_mode):
+        raise ReportInputError(f"{where} is not a regular file; pass a file written by 'pytest --benchmark-json'")
+    if info.st_size > MAX_RUN_FILE_BYTES:
+        raise ReportInputError(f"{where} holds {info.st_size:,} bytes, more than any run file this harness reads "
+                               f"({MAX_RUN_FILE_BYTES:,})")
 
 
 def parse_run(doc: Mapping[str, Any], source: str) -> BenchmarkRun:
