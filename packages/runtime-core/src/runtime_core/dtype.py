@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
 __all__ = ["DType", "dtypes"]
@@ -35,7 +35,7 @@ class DType:
     @property
     def np(self) -> np.dtype:
         """The numpy dtype with the same size and meaning (``ml_dtypes.bfloat16`` for bfloat16)."""
-        return _NUMPY[self.name]
+        return _numpy_dtype(self.name)
 
     @property
     def is_float(self) -> bool:
@@ -109,7 +109,7 @@ class dtypes:  # noqa: N801 - the field's conventional lowercase namespace
         """The runtime dtype of a numpy dtype; ``ValueError`` for one without an equivalent (e.g. complex64)."""
         npdt = np.dtype(dtype)
         for dt in dtypes.all:
-            if dt.np == npdt:
+            if dt.name == npdt.name and dt.np == npdt:  # by name first: bfloat16's numpy type is loaded on first use
                 return dt
         raise ValueError(f"numpy dtype {npdt} has no runtime dtype; supported: {', '.join(d.name for d in dtypes.all)}")
 
@@ -119,5 +119,13 @@ dtypes.all = (dtypes.bool, dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64
 dtypes.ints = tuple(d for d in dtypes.all if d.is_int)
 dtypes.floats = tuple(d for d in dtypes.all if d.is_float)
 
-_NUMPY: dict[str, np.dtype] = {d.name: np.dtype(d.name) for d in dtypes.all if d.name != "bfloat16"}
-_NUMPY["bfloat16"] = np.dtype(ml_dtypes.bfloat16)
+@functools.cache
+def _numpy_dtype(name: str) -> np.dtype:
+    """numpy's dtype of ``name``. ml_dtypes (bfloat16) is imported on first use, not with this module: it registers
+    dozens of numpy types, which took 0.5 s of every process's start here (each benchmark worker, each CLOUD
+    server)."""
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import ml_dtypes
 import numpy as np
 
 from runtime_core.dtype import DType, dtypes
@@ -40,7 +39,7 @@ def float_bits(value: int | float, dt: DType) -> int:
         if dt is dtypes.float16:
             x = np.array(v, np.float64).astype(np.float16)  # numpy's double -> half conversion rounds once
         elif dt is dtypes.bfloat16:
-            x = np.array(_to_f32_odd(v)).astype(ml_dtypes.bfloat16)
+            x = np.array(_to_f32_odd(v)).astype(dt.np)  # ml_dtypes.bfloat16
         else:
             x = np.array(v, dt.np)
     return int(x.view(_UINT[dt.itemsize]))
