@@ -44,7 +44,7 @@ PROCESS_PAIRS = 6  # process pairs per look (--process-pairs)
 LOOKS = 3  # sets of process pairs an undecided entry may get (--looks)
 ROUNDS = 40  # rounds per process pair and side at most
 ROUND_SECONDS = 0.002  # target length of one round: calls per round are calibrated to it
-BUDGET_SECONDS = 3.0  # seconds of rounds per entry and look, all process pairs together (--budget)
+BUDGET_SECONDS = 6.0  # seconds of rounds per entry and look, all process pairs together (--budget)
 
 
 class Verdict(str, Enum):
