@@ -28,7 +28,7 @@ from harness.bench_schema import ENTRY, MODE_AB, short_name
 from harness.gate import ROUND_SECONDS, ROUNDS, Decision, Settings, decide, pair_values, worth_more_pairs
 from harness.paired.cpus import CpuChooser
 from harness.paired.engine import Budget, RoundFailed, Side
-from harness.paired.process import WorkerError, WorkerProcess
+from harness.paired.process import WorkerError, WorkerProcess, describe_status
 from harness.paired.runfile import CpuUse, benchmark_record, run_document
 from harness.paired.session import (
     FAILED,
@@ -184,12 +184,17 @@ class _Run:
         undecided, at most ``most`` sets; None when a look failed (recorded)."""
         looks: list[_Look] = []
         while True:
-            if len(looks) == 1:  # set 0 keeps this module's fixtures: free their memory while other sets run
-                release_all(self.open_set(0)[0])
+            k = len(looks)
             try:
-                look = self._look(len(looks), nodeid, index, chosen, pairs)
+                if k == 1:  # set 0 keeps this module's fixtures: free their memory while other sets run
+                    release_all(self.open_set(0)[0])
             except WorkerError as error:
-                self._lost(len(looks), nodeid, error)
+                self._lost(0, nodeid, error)
+                return None
+            try:
+                look = self._look(k, nodeid, index, chosen, pairs)
+            except WorkerError as error:
+                self._lost(k, nodeid, error)
                 return None
             if not look.outcome.ok:
                 _not_timed(nodeid, look.by_side(), self.result, self.progress)
@@ -217,15 +222,17 @@ class _Run:
             self._lost(0, nodeid, error)
 
     def _lost(self, k: int, nodeid: str, error: WorkerError) -> None:
-        """A worker of set ``k`` died or hung in ``nodeid``: record it as failed on the side(s) whose worker is gone
-        (on both when none is: the channel broke), and start the set afresh for the next benchmark."""
-        workers = self.open_set(k)[0]
-        gone = {position % 2 for position, worker in enumerate(workers) if worker.exit_status is not None}
-        why = str(error).split(" Last lines of ")[0]
-        log = next((w.log for w in workers if w.exit_status is not None), workers[0].log)
-        failure = Finished(FAILED, f"{why} (log: {log})", nodeid.rsplit("::", 1)[-1], None, None, None, {})
+        """A worker of set ``k`` died or hung in ``nodeid``: record it as failed on each side whose worker is gone,
+        in that worker's words (on both sides when none is: the channel broke), and start the set afresh for the next
+        benchmark."""
+        failures: dict[int, Finished] = {}
+        for position, worker in enumerate(self.open_set(k)[0]):
+            if worker.exit_status is not None and position % 2 not in failures:
+                failures[position % 2] = _failure(nodeid, _why_gone(worker, error))
+        summary = str(error).split(" Last lines of ")[0]
         self.open_set.discard(k)
-        _not_timed(nodeid, {side: failure for side in (gone or {0, 1})}, self.result, self.progress)
+        _not_timed(nodeid, failures or {0: _failure(nodeid, summary), 1: _failure(nodeid, summary)}, self.result,
+                   self.progress)
 
     def _alone(self, worker: WorkerProcess, side: int, nodeid: str, clock: str) -> None:
         ready = start(worker, nodeid)
@@ -286,6 +293,20 @@ def reference_pairs(process_pairs: int) -> int:
     same code on both sides, timed for the report's figures and as a check that the machine treated A and B alike),
     so they get half the workers and half the budget of an entry's look, and one look."""
     return (process_pairs + 1) // 2
+
+
+def _failure(nodeid: str, message: str) -> Finished:
+    """How ``nodeid`` ended on a side whose worker was lost: failed, with ``message``."""
+    return Finished(FAILED, message, nodeid.rsplit("::", 1)[-1], None, None, None, {})
+
+
+def _why_gone(worker: WorkerProcess, error: WorkerError) -> str:
+    """Why ``worker`` is gone, with its log: the error's own words when it is the worker that raised it (a hang),
+    else how it exited."""
+    said = str(error).split(" Last lines of ")[0]
+    if said.startswith(f"the {worker.label} "):
+        return f"{said} (log: {worker.log})"
+    return f"the {worker.label} benchmark worker exited: {describe_status(worker.exit_status or 0)} (log: {worker.log})"
 
 
 def _values(looks: Sequence[_Look]) -> np.ndarray:

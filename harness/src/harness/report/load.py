@@ -121,7 +121,12 @@ def read_json(path: str | Path, role: str) -> dict[str, Any]:
     where = f"{role} file {str(path)!r}"
     try:
         _check_regular(Path(path), where)
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            raw = f.read(MAX_RUN_FILE_BYTES + 1)  # bounded: /proc files say size 0, and a file may grow meanwhile
+        if len(raw) > MAX_RUN_FILE_BYTES:
+            raise ReportInputError(f"{where} holds more than {MAX_RUN_FILE_BYTES:,} bytes, more than any run file "
+                                   "this harness reads")
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise ReportInputError(f"{where} does not exist; pass a file written by 'pytest --benchmark-json'") from None
     except (OSError, UnicodeDecodeError) as exc:
