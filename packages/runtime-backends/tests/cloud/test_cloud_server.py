@@ -307,3 +307,15 @@ def test_chunked_body_refused_midway_is_answered_at_once(server: CloudServer) ->
     assert answer.startswith(b"HTTP/1.1 400") and b"declares 1099511627776 bytes" in answer
     assert s.recv(100) == b""  # closed: nothing bounds the rest of a chunked body
     s.close()
+
+
+def test_a_session_record_keeps_the_worker_s_latest_report_whatever_order_they_arrive_in() -> None:
+    # A lent connection's request (the client's last free) can be served and put on the board before the server
+    # reads the reply of the request that lent the connection; that older reply must not undo it.
+    from runtime_backends.cloud.server.app import _record, _Session
+    session = _Session("s")
+    _record(session, at=20.0, held=0, empty=True)  # the board: the last free, served later
+    _record(session, at=10.0, held=4096, empty=False)  # the lending request's reply, read after it
+    assert (session.held_bytes, session.empty, session.state_at) == (0, True, 20.0)
+    _record(session, at=30.0, held=64, empty=False)
+    assert (session.held_bytes, session.empty) == (64, False)

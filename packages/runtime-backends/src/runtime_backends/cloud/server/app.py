@@ -74,6 +74,7 @@ class _Session:
     busy: int = 0
     held_bytes: int = 0
     empty: bool = True
+    state_at: float = 0.0  # when the worker reported held_bytes and empty (monotonic seconds, the worker's clock)
     last_used: float = field(default_factory=time.monotonic)
 
 
@@ -384,7 +385,8 @@ class CloudServer:
                     self._lose(session, str(e))
                     raise HTTPError(e.status, f"{e}; the session's buffers and programs are gone (other sessions go "
                                               f"on); start a new session") from None
-                session.held_bytes, session.empty = int(reply.meta.get("held", 0)), bool(reply.meta.get("empty"))
+                _record(session, float(reply.meta.get("at", 0.0)), int(reply.meta.get("held", 0)),
+                        bool(reply.meta.get("empty")))
                 try:
                     whole = await worker.written()
                 except WorkerGone as e:
@@ -455,13 +457,20 @@ def _sync(session: _Session) -> None:
     """Bring ``session``'s record up to what its worker last said on the board about requests it served on lent
     connections (busy while it serves one)."""
     worker = session.worker
-    if worker is None or (seen := worker.last_served()) is None:
+    if worker is None:
         return
-    at, held, empty = seen
     if worker.serving_lent():
         session.last_used, session.empty = time.monotonic(), False
-    elif at > session.last_used:
-        session.last_used, session.held_bytes, session.empty = at, held, empty
+    elif (seen := worker.last_served()) is not None:
+        _record(session, *seen)
+
+
+def _record(session: _Session, at: float, held: int, empty: bool) -> None:
+    """Keep the worker's report of ``session``'s state made at ``at`` unless a later one is already kept: a request
+    served on a lent connection can finish before the server has read the reply of the request that lent it."""
+    if at >= session.state_at:
+        session.state_at, session.held_bytes, session.empty = at, held, empty
+        session.last_used = max(session.last_used, at)
 
 
 def _quiet(task: asyncio.Task[Worker]) -> None:

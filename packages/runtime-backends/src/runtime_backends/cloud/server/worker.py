@@ -16,7 +16,8 @@ Messages between server and worker (both this package's own code; the data was c
   bytes, and the worker maps the blob instead of receiving a copy. The socket closing ends the session: the worker
   frees everything and exits.
 * worker -> server: once the batch has run, ``<HIQ`` (HTTP status, bytes of a JSON meta record, bytes of the
-  answer's body) and the meta record (``{"signature": [buffers, vals] | null, "held": bytes, "empty": bool}``), then
+  answer's body) and the meta record (``{"signature": [buffers, vals] | null, "held": bytes, "empty": bool, "at": monotonic
+  seconds when the batch had run}``), then
   ``<?``: whether the whole answer went out. The worker writes the HTTP answer itself to the client's connection --
   an error's text, the waited launch's seconds, or the last ``CopyOut`` straight from the device's memory (in pieces
   of ``CHUNK_BYTES`` where the device lends no host view): a small answer the socket takes at once goes out first
@@ -45,6 +46,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
@@ -267,7 +269,8 @@ def _answer(sock: socket.socket, client: socket.socket | None, answer: _Answer, 
     """Write the answer to the client's connection and tell the server: in one message when the answer went out at
     once (the usual small answer), else the status first (the batch's deadline ends when it has run, not when the
     client has taken its answer), then whether all of it went out (returned)."""
-    meta = json.dumps({"signature": answer.signature, "held": session.held_bytes, "empty": session.empty}).encode()
+    meta = json.dumps({"signature": answer.signature, "held": session.held_bytes, "empty": session.empty,
+                       "at": time.monotonic()}).encode()
     reply = _REPLY.pack(answer.status, len(meta), answer.length) + meta
     if client is None:
         sock.sendall(reply + _WRITTEN.pack(False))
