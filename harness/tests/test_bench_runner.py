@@ -8,8 +8,10 @@ cut short (``--budget``) so each run takes a few seconds.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -103,9 +105,11 @@ def test_first_run_has_no_baseline_and_pairs_the_entry_with_its_limit(root, caps
     paired = entry["extra_info"]["paired_limit"]
     assert paired["fullname"].endswith("test_loop.py::test_limit")
     assert len(paired["data"]) == entry["stats"]["rounds"]  # one limit round beside every entry round
-    # the same loop on both sides of every pair: the same-moment ratio is 1 within the noise of a loaded machine
+    # "x limit" is the median of the same-moment ratios of those rounds (two processes of the same loop can read far
+    # from 1 on a loaded machine, so the value is checked against the rounds, not against 1)
     x = next(b for b in doc["benchmarks"] if b["name"] == "test_entry")["x_limit"]
-    assert x["paired"] and 0.67 < x["ratio"] < 1.5
+    expected = math.exp(statistics.median(math.log(e / lim) for e, lim in zip(entry["stats"]["data"], paired["data"])))
+    assert x["paired"] and x["ratio"] == pytest.approx(expected, rel=1e-9)
 
 
 def test_saved_baseline_then_a_slower_entry_shows_in_the_trend_without_failing(root, capsys):
@@ -113,12 +117,15 @@ def test_saved_baseline_then_a_slower_entry_shows_in_the_trend_without_failing(r
     assert run_bench(root, "--save-baseline") == 0
     [baseline] = (root / "base").glob("*.json")
     assert "baseline: saved" in capsys.readouterr().out
-    write_suite(root, n=40000)  # the entry does twice the work; its limit and the peer are unchanged
+    # the entry does 8 times the work; its limit and the peer are unchanged. The two runs are minutes apart on a
+    # machine whose load may change between them (two processes of one loop read up to 2x apart under CI's load),
+    # so the effect is far larger than that
+    write_suite(root, n=160000)
     assert run_bench(root) == 0  # stored mode informs; an A/B run gates (docs/benchmark-gate.md)
     doc = report(root)
     assert verdicts(doc)["test_entry"] == ("regressed", "entry") and not doc["failed"]
     entry = next(b for b in doc["benchmarks"] if b["name"] == "test_entry")
-    assert entry["normalized_paired"] and 1.6 < entry["normalized_ratio"] < 2.5
+    assert entry["normalized_paired"] and 3.0 < entry["normalized_ratio"] < 24.0
     assert baseline.exists()
     assert "TREND: 1 of 1 entries slower than the baseline" in (root / "out" / "report.md").read_text()
 
@@ -162,7 +169,9 @@ def test_a_b_run_flags_the_twice_slower_working_tree_and_lists_new_and_missing(r
     assert {found[n][0] for n in ("test_limit", "test_peer", "test_seed")} <= {"unchanged", "unjudged"}
     entry = next(b for b in doc["benchmarks"] if b["name"] == "test_entry")
     assert 1.6 < entry["ratio"] < 2.5 and entry["pairs"] in (6, 12, 18) and entry["interval"][0] > 0.5
-    assert len(entry["process_ratios"]) == entry["pairs"] and all(1.2 < r < 3.5 for r in entry["process_ratios"])
+    # each process pair reads the change too; one pair may sit far off it (two processes of one loop differ for their
+    # lives, most under load): the pair is the unit of evidence, not a guarantee
+    assert len(entry["process_ratios"]) == entry["pairs"] and sum(1.2 < r < 3.5 for r in entry["process_ratios"]) >= entry["pairs"] - 1
     # both workers of a process pair share a hash seed, and each pair has its own
     seeds = {p.parent.parent.name[-1] + p.parent.name: p.read_text() for p in root.glob(".benchmarks/ab/run*/*/seed.txt")}
     first_look = {f"{side}{n}": str(n - 1) for side in "AB" for n in (1, 2, 3, 4)}
