@@ -315,6 +315,22 @@ def test_a_benchmark_that_kills_or_hangs_its_worker_fails_by_name_and_the_run_go
     assert not _workers_of(os.getpid())  # every worker of the set it killed is gone
 
 
+def test_a_benchmark_that_crashes_on_both_sides_fails_the_run(root, capsys):
+    # A's worker goes first in the rounds of even-numbered benchmarks and dies there, before B's worker has made its
+    # timed call: B is then run once on its own, so the crash is not excused as "failed on A only"
+    write_suite(root, extra=DIES.format(how="a crash on both sides", action="os.kill(os.getpid(), signal.SIGSEGV)"))
+    git(root, "init", "-q")
+    git(root, "add", "bench_suite")
+    git(root, "commit", "-qm", "suite")
+    (root / "bench_suite" / "conftest.py").write_text("import os\nos.environ['HARNESS_TEST_SIDE'] = 'B'\n")
+    git(root, "add", "bench_suite")
+    git(root, "commit", "-qm", "both sides")
+    assert run_bench(root, "--against", "HEAD", "-k", "dies") == 1
+    printed = "".join(capsys.readouterr())
+    assert "dies  FAILED on A" in printed and "dies  FAILED on B" in printed and "killed by SIGSEGV" in printed
+    assert not _workers_of(os.getpid())
+
+
 @pytest.mark.parametrize("count", ["0", "1", "17", "two"])
 def test_a_process_pair_count_out_of_range_is_refused(root, capsys, count):
     with pytest.raises(SystemExit) as exc:
@@ -538,3 +554,12 @@ def test_an_unknown_ref_says_so(root, capsys):
     git(root, "commit", "-qm", "suite")
     assert run_bench(root, "--against", "no-such-ref") == 2
     assert "unknown git ref 'no-such-ref': not a branch, tag or commit" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["-k", "-m"])
+def test_a_selection_pytest_cannot_parse_is_a_usage_error_before_anything_runs(root, capsys, flag):
+    write_suite(root)
+    with pytest.raises(SystemExit) as exc:
+        run_bench(root, flag, "entry and (")
+    assert exc.value.code == 2 and "pytest cannot parse 'entry and ('" in capsys.readouterr().err
+    assert not (root / "out").exists()

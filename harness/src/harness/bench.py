@@ -122,7 +122,8 @@ def build_parser(prog: str = "python -m harness bench") -> ArgumentParser:
     for flag, meta, what in (("-k", "EXPR", "pytest -k: select benchmarks by name"),
                              ("-m", "MARKEXPR", "pytest -m: select benchmarks by marker"),
                              ("--backends", "NAMES", "run the device benchmarks on these backends, e.g. CPU,PYTHON")):
-        parser.add_argument(flag, dest=f"select_{flag.strip('-')}", metavar=meta, help=what)
+        parser.add_argument(flag, dest=f"select_{flag.strip('-')}", metavar=meta, help=what,
+                            type=_expression if flag in ("-k", "-m") else None)
     return parser
 
 
@@ -520,6 +521,20 @@ def _factor(text: str) -> float:
     if not 1.0 < value <= 10.0:
         raise argparse.ArgumentTypeError(f"must be a factor in (1, 10], e.g. 1.05 for 5% slower, got {text!r}")
     return value
+
+
+def _expression(text: str) -> str:
+    """argparse ``type`` of -k and -m: an expression pytest can parse (checked with pytest's own parser, so a typo is a
+    usage error here rather than a collection error in every worker)."""
+    try:
+        from _pytest.mark.expression import Expression
+    except ImportError:  # a pytest without that module: the workers report it
+        return text
+    try:
+        Expression.compile(text)
+    except Exception as exc:  # pytest 8+: SyntaxError; earlier: its own ParseError
+        raise argparse.ArgumentTypeError(f"pytest cannot parse {text!r}: {exc}") from None
+    return text
 
 
 def _timeout(text: str) -> float:

@@ -197,7 +197,11 @@ class _Run:
                 self._lost(k, nodeid, error)
                 return None
             if not look.outcome.ok:
-                _not_timed(nodeid, look.by_side(), self.result, self.progress)
+                by_side = look.by_side()
+                _not_timed(nodeid, by_side, self.result, self.progress)
+                if 1 in by_side and by_side[1].outcome == PASSED:
+                    return None
+                self._try_b(k, nodeid)
                 return None
             looks.append(look)
             values = _values(looks)
@@ -233,6 +237,24 @@ class _Run:
         self.open_set.discard(k)
         _not_timed(nodeid, failures or {0: _failure(nodeid, summary), 1: _failure(nodeid, summary)}, self.result,
                    self.progress)
+        self._try_b(k, nodeid)
+
+    def _try_b(self, k: int, nodeid: str) -> None:
+        """``nodeid`` failed on A while B's outcome is unknown (its workers were stopped before their own timed calls,
+        or lost with A's): run it once, untimed, on a B worker of set ``k``, so that a benchmark broken on both sides
+        fails the run instead of passing as "failed on A only"."""
+        if nodeid not in self.result.failed[0] or nodeid in self.result.failed[1]:
+            return
+        workers = self.open_set(k)[0]
+        worker = workers[1]
+        try:
+            ready = start(worker, nodeid, keep=False)
+            finished = Finished.of(ready) if ready["ev"] == "done" else finish(worker)
+        except WorkerError as error:
+            self.open_set.discard(k)
+            finished = _failure(nodeid, _why_gone(worker, error))
+        if finished.outcome == FAILED:
+            _not_timed(nodeid, {1: finished}, self.result, self.progress)
 
     def _alone(self, worker: WorkerProcess, side: int, nodeid: str, clock: str) -> None:
         ready = start(worker, nodeid)
