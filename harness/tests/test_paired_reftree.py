@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from pathlib import Path
 
 import pytest
 
-from harness.paired.reftree import _copy_environment, _share_libraries, pytest_config
+from harness.paired import reftree
+from harness.paired.reftree import _copy_environment, _copy_running, _share_libraries, pytest_config
 
 
 @pytest.mark.parametrize(("files", "chosen"), [
@@ -110,3 +112,34 @@ def test_names_of_other_lengths_are_not_copied(tmp_path: Path) -> None:
     assert not _copy_environment((tmp_path / "treeA", tmp_path / "envA"), (tmp_path / "tree_B", tmp_path / "envB"),
                                  lambda _: None)
     assert not (tmp_path / "envB").exists()
+
+
+def test_the_ref_s_environment_is_a_copy_of_the_running_one_with_its_names_changed(tmp_path: Path,
+                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    top, running, tree, env = tmp_path / "top", tmp_path / "top/.venv", tmp_path / "cache/treeA", tmp_path / "cache/envA"
+    for root in (top, tree):
+        (root / "pkg").mkdir(parents=True)
+        (root / "pkg/pyproject.toml").write_text("[project]\nname = 'pkg'\n")
+    files = {"bin/pip": b"#!" + bytes(running) + b"/bin/python\n",
+             "lib/site-packages/_pkg.pth": bytes(top) + b"/pkg/src\n",
+             "lib/site-packages/pkg.dist-info/direct_url.json": b'{"url": "file://' + bytes(top) + b'/pkg"}',
+             "lib/site-packages/mod.pyc": b"\xe3\x00" + bytes(running) + b"/lib/mod.py\x00",  # binary: linked as is
+             "lib/site-packages/numpy/core.so": b"\x7fELF"}
+    for name, data in files.items():
+        (running / name).parent.mkdir(parents=True, exist_ok=True)
+        (running / name).write_bytes(data)
+    (running / "bin/python").symlink_to("/usr/bin/python3")
+    monkeypatch.setattr(sys, "prefix", str(running))
+    monkeypatch.setattr(sys, "base_prefix", "/usr")
+    monkeypatch.setattr(reftree, "_git", lambda *args, cwd=None: str(top))
+    lines: list[str] = []
+    assert _copy_running(tree, env, ["pkg"], lines.append)
+    assert (env / "bin/pip").read_bytes() == b"#!" + bytes(env) + b"/bin/python\n"
+    assert (env / "lib/site-packages/_pkg.pth").read_bytes() == bytes(tree) + b"/pkg/src\n"
+    assert bytes(tree) + b"/pkg" in (env / "lib/site-packages/pkg.dist-info/direct_url.json").read_bytes()
+    for name in ("lib/site-packages/mod.pyc", "lib/site-packages/numpy/core.so"):
+        assert (env / name).samefile(running / name)
+    assert os.readlink(env / "bin/python") == "/usr/bin/python3" and len(lines) == 1
+    # other package metadata: pip must install what the ref's tree says
+    (tree / "pkg/pyproject.toml").write_text("[project]\nname = 'pkg'\ndependencies = ['x']\n")
+    assert not _copy_running(tree, env, ["pkg"], lines.append)

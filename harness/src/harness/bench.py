@@ -120,10 +120,10 @@ def build_parser(prog: str = "python -m harness bench") -> ArgumentParser:
     add_verdict_arguments(parser)
     parser.add_argument("--no-fail", action="store_true", help="exit 0 even when an entry regressed")
     for flag, meta, what in (("-k", "EXPR", "pytest -k: select benchmarks by name"),
-                             ("-m", "MARKEXPR", "pytest -m: select benchmarks by marker"),
-                             ("--backends", "NAMES", "run the device benchmarks on these backends, e.g. CPU,PYTHON")):
-        parser.add_argument(flag, dest=f"select_{flag.strip('-')}", metavar=meta, help=what,
-                            type=_expression if flag in ("-k", "-m") else None)
+                             ("-m", "MARKEXPR", "pytest -m: select benchmarks by marker")):
+        parser.add_argument(flag, dest=f"select_{flag.strip('-')}", metavar=meta, help=what, type=_expression)
+    parser.add_argument("--backends", dest="select_backends", metavar="NAMES",
+                        help="run the device benchmarks on these backends, e.g. CPU,PYTHON")
     return parser
 
 
