@@ -221,6 +221,7 @@ def _environment(tree: Path, env: Path, editable: list[str], pinned: list[str], 
         stamp_file.write_text(stamp + "\n")
         return python
     if twin is None and _copy_running(tree, env, packages, progress):
+        stamp_file.unlink(missing_ok=True)  # as above, should the running environment have one
         stamp_file.write_text(stamp + "\n")
         return python
     progress(f"harness bench: building {env} for {tree} (once per change of its packages)")
@@ -252,23 +253,10 @@ def _copy_environment(source: tuple[Path, Path], target: tuple[Path, Path], prog
     names have the same length, so even compiled files stay valid). A pip install of the same packages takes about a
     minute here; this takes seconds. Returns False, leaving ``target`` removed, when the names' lengths differ or a
     file cannot be copied (the caller then installs)."""
-    names = [(str(old).encode(), str(new).encode()) for old, new in zip(source, target)]
-    if any(len(old) != len(new) for old, new in names):
+    if any(len(str(old)) != len(str(new)) for old, new in zip(source, target)):
         return False
-    src_env, dst_env = source[1], target[1]
-    progress(f"harness bench: making {dst_env} a copy of {src_env} (the same packages; paths renamed)")
-    shutil.rmtree(dst_env, ignore_errors=True)
-    try:
-        for folder, dirs, files in os.walk(src_env):
-            here = dst_env / Path(folder).relative_to(src_env)
-            here.mkdir(exist_ok=True)
-            for name in dirs + files:
-                _copy_entry(Path(folder) / name, here / name, names)
-    except OSError as exc:
-        progress(f"harness bench: copying {src_env} failed ({exc}); installing instead")
-        shutil.rmtree(dst_env, ignore_errors=True)
-        return False
-    return True
+    progress(f"harness bench: making {target[1]} a copy of {source[1]} (the same packages; paths renamed)")
+    return _copy_tree(source[1], target[1], _Renamer(dict(zip(source, target)), binary=True), progress)
 
 
 def _copy_running(tree: Path, env: Path, packages: list[str], progress: Callable[[str], None]) -> bool:
@@ -286,57 +274,58 @@ def _copy_running(tree: Path, env: Path, packages: list[str], progress: Callable
            for path in packages):
         return False
     progress(f"harness bench: making {env} a copy of the running environment {running} (the same packages)")
-    names = re.compile(b"|".join(re.escape(os.fsencode(old)) for old in (running, f"{top}{os.sep}")))
-    new = {os.fsencode(running): os.fsencode(env), os.fsencode(f"{top}{os.sep}"): os.fsencode(f"{tree}{os.sep}")}
-    shutil.rmtree(env, ignore_errors=True)
+    # the tree's name with its separator: the environment may lie inside the tree, and only whole names move
+    renamer = _Renamer({running: env, Path(f"{top}{os.sep}"): Path(f"{tree}{os.sep}")}, binary=False)
+    return _copy_tree(running, env, renamer, progress)
+
+
+@dataclass(frozen=True)
+class _Renamer:
+    """Old names -> new names, replaced in one pass (a new name may contain an old one); ``binary``: in every file
+    (the names have equal lengths), else in text files only (no NUL byte, at most ``_TEXT_MAX_BYTES``)."""
+
+    names: dict[Path, Path]
+    binary: bool
+
+    def __call__(self, data: bytes) -> bytes | None:
+        """``data`` renamed, or None when it names nothing (or is a file this renamer leaves alone)."""
+        if not self.binary and b"\0" in data:
+            return None
+        new = {os.fsencode(str(old)): os.fsencode(str(to)) for old, to in self.names.items()}
+        pattern = re.compile(b"|".join(re.escape(old) for old in sorted(new, key=len, reverse=True)))
+        return pattern.sub(lambda match: new[match.group(0)], data) if pattern.search(data) else None
+
+
+def _copy_tree(src: Path, dst: Path, rename: _Renamer, progress: Callable[[str], None]) -> bool:
+    """Copy environment ``src`` to ``dst`` entry by entry (``_copy_entry``); False, leaving ``dst`` removed, when an
+    entry cannot be copied."""
+    shutil.rmtree(dst, ignore_errors=True)
     try:
-        for folder, dirs, files in os.walk(running):
-            here = env / Path(folder).relative_to(running)
+        for folder, dirs, files in os.walk(src):
+            here = dst / Path(folder).relative_to(src)
             here.mkdir(exist_ok=True)
             for name in dirs + files:
-                _copy_renamed(Path(folder) / name, here / name, names, lambda m: new[m.group(0)])
+                _copy_entry(Path(folder) / name, here / name, rename)
     except OSError as exc:
-        progress(f"harness bench: copying {running} failed ({exc}); installing instead")
-        shutil.rmtree(env, ignore_errors=True)
+        progress(f"harness bench: copying {src} failed ({exc}); installing instead")
+        shutil.rmtree(dst, ignore_errors=True)
         return False
-    (env / "harness-stamp").unlink(missing_ok=True)
     return True
 
 
-def _copy_renamed(src: Path, dst: Path, names: re.Pattern[bytes], rename: Callable[[re.Match[bytes]], bytes]) -> None:
-    """One entry of ``_copy_running``: a link re-pointed, a folder left to the walk, a text file that matches ``names``
-    written renamed, anything else (a binary file too) hard-linked."""
-    if src.is_symlink():
-        os.symlink(os.fsdecode(names.sub(rename, os.fsencode(os.readlink(src)))), dst)
-        return
-    if src.is_dir():
-        return
-    data = src.read_bytes() if src.stat().st_size <= _TEXT_MAX_BYTES else b"\0"
-    if b"\0" not in data and names.search(data):
-        dst.write_bytes(names.sub(rename, data))
-        shutil.copymode(src, dst)
-        return
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
-
-
-def _copy_entry(src: Path, dst: Path, names: list[tuple[bytes, bytes]]) -> None:
-    """One entry of ``_copy_environment``: a link re-pointed, a folder left to the walk, a file renamed or linked."""
+def _copy_entry(src: Path, dst: Path, rename: _Renamer) -> None:
+    """One entry of ``_copy_tree``: a link re-pointed, a folder left to the walk, a file that names the old paths
+    written renamed, anything else hard-linked."""
     if src.is_symlink():
         target = os.fsencode(os.readlink(src))
-        for old, new in names:
-            target = target.replace(old, new)
-        os.symlink(os.fsdecode(target), dst)
+        os.symlink(os.fsdecode(rename(target) or target), dst)
         return
     if src.is_dir():
         return
-    data = src.read_bytes()
-    if any(old in data for old, _ in names):
-        for old, new in names:
-            data = data.replace(old, new)
-        dst.write_bytes(data)
+    data = src.read_bytes() if rename.binary or src.stat().st_size <= _TEXT_MAX_BYTES else b"\0"
+    renamed = rename(data)
+    if renamed is not None:
+        dst.write_bytes(renamed)
         shutil.copymode(src, dst)
         return
     try:
