@@ -316,6 +316,30 @@ def test_a_benchmark_that_kills_or_hangs_its_worker_fails_by_name_and_the_run_go
     assert not _workers_of(os.getpid())  # every worker of the set it killed is gone
 
 
+def test_a_benchmark_that_fails_on_a_only_and_reads_its_stats_is_a_warning(root, capsys):
+    # B's outcome is unknown when A fails first; B then runs it once, with one timed round, so a benchmark that reads
+    # its own stats after the call finds them
+    write_suite(root, extra='''
+
+    import os
+
+    def test_reads_stats(benchmark):
+        def call():
+            if os.environ.get("HARNESS_TEST_SIDE") != "B":
+                raise RuntimeError("broken on A")
+            return work(1000)
+        benchmark(call)
+        benchmark.extra_info["median_us"] = benchmark.stats.stats.median * 1e6
+    ''')
+    git(root, "init", "-q")
+    git(root, "add", "bench_suite")
+    git(root, "commit", "-qm", "suite")
+    (root / "bench_suite" / "conftest.py").write_text("import os\nos.environ['HARNESS_TEST_SIDE'] = 'B'\n")
+    assert run_bench(root, "--against", "HEAD", "-k", "reads_stats") == 0
+    printed = "".join(capsys.readouterr())
+    assert "reads_stats  FAILED on A" in printed and "FAILED on B" not in printed
+
+
 def test_a_benchmark_that_crashes_on_both_sides_fails_the_run(root, capsys):
     # A's worker goes first in the rounds of even-numbered benchmarks and dies there, before B's worker has made its
     # timed call: B is then run once on its own, so the crash is not excused as "failed on A only"
@@ -557,10 +581,15 @@ def test_an_unknown_ref_says_so(root, capsys):
     assert "unknown git ref 'no-such-ref': not a branch, tag or commit" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flag", ["-k", "-m"])
-def test_a_selection_pytest_cannot_parse_is_a_usage_error_before_anything_runs(root, capsys, flag):
+@pytest.mark.parametrize("flag, expression, why", [
+    ("-k", "entry and (", "pytest cannot parse 'entry and ('"),
+    ("-m", "entry and (", "pytest cannot parse 'entry and ('"),
+    ("-k", "limit or entry(n=1)", "pytest -k takes names, not call parameters"),
+    ("-k", "entry and limit(n=1)", "pytest -k takes names, not call parameters"),
+])
+def test_a_selection_pytest_would_refuse_is_a_usage_error_before_anything_runs(root, capsys, flag, expression, why):
     write_suite(root)
     with pytest.raises(SystemExit) as exc:
-        run_bench(root, flag, "entry and (")
-    assert exc.value.code == 2 and "pytest cannot parse 'entry and ('" in capsys.readouterr().err
+        run_bench(root, flag, expression)
+    assert exc.value.code == 2 and why in capsys.readouterr().err
     assert not (root / "out").exists()

@@ -140,6 +140,26 @@ def test_the_ref_s_environment_is_a_copy_of_the_running_one_with_its_names_chang
     for name in ("lib/site-packages/mod.pyc", "lib/site-packages/numpy/core.so"):
         assert (env / name).samefile(running / name)
     assert os.readlink(env / "bin/python") == "/usr/bin/python3" and len(lines) == 1
-    # other package metadata: pip must install what the ref's tree says
+    # other package metadata, or a package the working tree does not have: pip must install what the ref's tree says
     (tree / "pkg/pyproject.toml").write_text("[project]\nname = 'pkg'\ndependencies = ['x']\n")
     assert not _copy_running(tree, env, ["pkg"], lines.append)
+    (tree / "other").mkdir()
+    (tree / "other/pyproject.toml").write_text("[project]\nname = 'other'\n")
+    assert not _copy_running(tree, env, ["other"], lines.append)
+
+
+def test_a_name_is_renamed_only_where_it_is_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the environment /x/v beside the repository /x/v2: /x/v must not be renamed inside /x/v2/...; a FIFO is skipped
+    top, running, tree, env = tmp_path / "v2", tmp_path / "v", tmp_path / "v2/cache/treeA", tmp_path / "v2/cache/envA"
+    for root in (top, tree):
+        (root / "pkg").mkdir(parents=True)
+        (root / "pkg/pyproject.toml").write_text("[project]\nname = 'pkg'\n")
+    (running / "lib").mkdir(parents=True)
+    (running / "lib/_pkg.pth").write_bytes(bytes(top) + b"/pkg/src\n" + bytes(running) + b"/lib\n")
+    os.mkfifo(running / "lib/fifo")
+    monkeypatch.setattr(sys, "prefix", str(running))
+    monkeypatch.setattr(sys, "base_prefix", "/usr")
+    monkeypatch.setattr(reftree, "_git", lambda *args, cwd=None: str(top))
+    assert _copy_running(tree, env, ["pkg"], lambda _: None)
+    assert (env / "lib/_pkg.pth").read_bytes() == bytes(tree) + b"/pkg/src\n" + bytes(env) + b"/lib\n"
+    assert not (env / "lib/fifo").exists()

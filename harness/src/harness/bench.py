@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import shutil
@@ -121,7 +122,8 @@ def build_parser(prog: str = "python -m harness bench") -> ArgumentParser:
     parser.add_argument("--no-fail", action="store_true", help="exit 0 even when an entry regressed")
     for flag, meta, what in (("-k", "EXPR", "pytest -k: select benchmarks by name"),
                              ("-m", "MARKEXPR", "pytest -m: select benchmarks by marker")):
-        parser.add_argument(flag, dest=f"select_{flag.strip('-')}", metavar=meta, help=what, type=_expression)
+        parser.add_argument(flag, dest=f"select_{flag.strip('-')}", metavar=meta, help=what,
+                            type=_keyword_expression if flag == "-k" else _expression)
     parser.add_argument("--backends", dest="select_backends", metavar="NAMES",
                         help="run the device benchmarks on these backends, e.g. CPU,PYTHON")
     return parser
@@ -524,17 +526,40 @@ def _factor(text: str) -> float:
 
 
 def _expression(text: str) -> str:
-    """argparse ``type`` of -k and -m: an expression pytest can parse (checked with pytest's own parser, so a typo is a
+    """argparse ``type`` of -m: an expression pytest can parse (checked with pytest's own parser, so a typo is a
     usage error here rather than a collection error in every worker)."""
+    _compiled(text)
+    return text
+
+
+def _keyword_expression(text: str) -> str:
+    """argparse ``type`` of -k: ``_expression``, without call parameters (``name(x=1)``), which pytest's -k refuses
+    when it matches (only -m markers take them)."""
+    expression = _compiled(text)
+    for answer in (True, False):  # every name is evaluated under one of the two (and/or short-circuit)
+        if expression is not None:
+            expression.evaluate(functools.partial(_no_call_parameters, text, answer))
+    return text
+
+
+def _compiled(text: str) -> Any:
+    """``text`` compiled by pytest's expression parser (None for a pytest without it: the workers report errors);
+    argparse.ArgumentTypeError when it cannot be parsed."""
     try:
         from _pytest.mark.expression import Expression
-    except ImportError:  # a pytest without that module: the workers report it
-        return text
+    except ImportError:
+        return None
     try:
-        Expression.compile(text)
+        return Expression.compile(text)
     except Exception as exc:  # pytest 8+: SyntaxError; earlier: its own ParseError
         raise argparse.ArgumentTypeError(f"pytest cannot parse {text!r}: {exc}") from None
-    return text
+
+
+def _no_call_parameters(text: str, answer: bool, name: str, **parameters: object) -> bool:
+    """``_keyword_expression``'s matcher: ``answer`` for every name, a usage error for one with call parameters."""
+    if parameters:
+        raise argparse.ArgumentTypeError(f"pytest -k takes names, not call parameters: {text!r}")
+    return answer
 
 
 def _timeout(text: str) -> float:

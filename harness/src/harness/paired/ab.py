@@ -242,14 +242,21 @@ class _Run:
     def _try_b(self, k: int, nodeid: str) -> None:
         """``nodeid`` failed on A while B's outcome is unknown (its workers were stopped before their own timed calls,
         or lost with A's): run it once, untimed, on a B worker of set ``k``, so that a benchmark broken on both sides
-        fails the run instead of passing as "failed on A only"."""
+        fails the run instead of passing as "failed on A only". It makes one timed round of one call (so a benchmark
+        that reads its own stats afterwards finds them), then lets the test finish."""
         if nodeid not in self.result.failed[0] or nodeid in self.result.failed[1]:
             return
         workers = self.open_set(k)[0]
         worker = workers[1]
         try:
             ready = start(worker, nodeid, keep=False)
-            finished = Finished.of(ready) if ready["ev"] == "done" else finish(worker)
+            if ready["ev"] == "done":
+                finished = Finished.of(ready)
+            else:
+                Side(worker).time(1)
+                finished = finish(worker)
+        except RoundFailed as failure:
+            finished = Finished.of(failure.done)
         except WorkerError as error:
             self.open_set.discard(k)
             finished = _failure(nodeid, _why_gone(worker, error))

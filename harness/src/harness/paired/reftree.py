@@ -55,6 +55,7 @@ __all__ = ["RefError", "Side", "Sides", "default_ref", "prepare_sides", "pytest_
 
 _MAIN_BRANCHES = ("main", "origin/main", "master", "origin/master")
 _TEXT_MAX_BYTES = 1 << 20  # a larger file of an environment is a library or data, linked as it is
+_NAME_ENDS = rb"(?![\w.+~-])"  # what may follow a path in a file without continuing its last component
 
 
 class RefError(RuntimeError):
@@ -268,10 +269,14 @@ def _copy_running(tree: Path, env: Path, packages: list[str], progress: Callable
     False, leaving ``env`` removed, when the running interpreter is not in a virtual environment, the metadata
     differ, or a file cannot be copied (the caller then installs)."""
     running, top = Path(sys.prefix).resolve(), Path(_git("rev-parse", "--show-toplevel")).resolve()
-    if running == Path(sys.base_prefix).resolve() or running.is_relative_to(env.resolve()):
+    if running == Path(sys.base_prefix).resolve() or running.is_relative_to(env.resolve()) \
+            or env.resolve().is_relative_to(running):
         return False
-    if any(not filecmp.cmp(tree / path / "pyproject.toml", top / path / "pyproject.toml", shallow=False)
-           for path in packages):
+    try:
+        if any(not filecmp.cmp(tree / path / "pyproject.toml", top / path / "pyproject.toml", shallow=False)
+               for path in packages):
+            return False
+    except OSError:  # a package of the ref's tree that the working tree does not have
         return False
     progress(f"harness bench: making {env} a copy of the running environment {running} (the same packages)")
     # the tree's name with its separator: the environment may lie inside the tree, and only whole names move
@@ -292,7 +297,9 @@ class _Renamer:
         if not self.binary and b"\0" in data:
             return None
         new = {os.fsencode(str(old)): os.fsencode(str(to)) for old, to in self.names.items()}
-        pattern = re.compile(b"|".join(re.escape(old) for old in sorted(new, key=len, reverse=True)))
+        # a whole name only: /x/v must not match in /x/v2 (a name ending in a separator is whole by itself)
+        pattern = re.compile(b"|".join(re.escape(old) + (b"" if old.endswith(os.sep.encode()) else _NAME_ENDS)
+                                       for old in sorted(new, key=len, reverse=True)))
         return pattern.sub(lambda match: new[match.group(0)], data) if pattern.search(data) else None
 
 
@@ -322,7 +329,10 @@ def _copy_entry(src: Path, dst: Path, rename: _Renamer) -> None:
         return
     if src.is_dir():
         return
-    data = src.read_bytes() if rename.binary or src.stat().st_size <= _TEXT_MAX_BYTES else b"\0"
+    info = src.stat()
+    if not stat.S_ISREG(info.st_mode):  # a FIFO or socket: nothing a package needs, and reading one may block
+        return
+    data = src.read_bytes() if rename.binary or info.st_size <= _TEXT_MAX_BYTES else b"\0"
     renamed = rename(data)
     if renamed is not None:
         dst.write_bytes(renamed)
@@ -423,7 +433,7 @@ def _running_packages(top: Path) -> tuple[list[str], list[str]]:
         name = dist.metadata["Name"]
         url = _editable_url(dist)
         if url is not None:
-            path = Path(url2pathname(urlparse(url).path))
+            path = Path(url2pathname(urlparse(url).path)).resolve()  # installed through a link to the tree
             if path.is_relative_to(top):
                 editable.append(str(path.relative_to(top)))
                 continue
