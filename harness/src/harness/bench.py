@@ -536,8 +536,8 @@ def _keyword_expression(text: str) -> str:
     """argparse ``type`` of -k: ``_expression``, without call parameters (``name(x=1)``), which pytest's -k refuses
     when it matches (only -m markers take them)."""
     expression = _compiled(text)
-    for answer in (True, False):  # every name is evaluated under one of the two (and/or short-circuit)
-        if expression is not None:
+    if expression is not None:
+        for answer in (True, False):  # every name is evaluated under one of the two (and/or short-circuit)
             expression.evaluate(functools.partial(_no_call_parameters, text, answer))
     return text
 

@@ -241,13 +241,12 @@ class _Run:
 
     def _try_b(self, k: int, nodeid: str) -> None:
         """``nodeid`` failed on A while B's outcome is unknown (its workers were stopped before their own timed calls,
-        or lost with A's): run it once, untimed, on a B worker of set ``k``, so that a benchmark broken on both sides
-        fails the run instead of passing as "failed on A only". It makes one timed round of one call (so a benchmark
-        that reads its own stats afterwards finds them), then lets the test finish."""
+        or lost with A's): run it on a B worker of set ``k`` for one round of one call (so a benchmark that reads its
+        own stats afterwards finds them) and let the test finish, so that a benchmark broken on both sides fails the
+        run instead of passing as "failed on A only"."""
         if nodeid not in self.result.failed[0] or nodeid in self.result.failed[1]:
             return
-        workers = self.open_set(k)[0]
-        worker = workers[1]
+        worker = self.open_set(k)[0][1]
         try:
             ready = start(worker, nodeid, keep=False)
             if ready["ev"] == "done":

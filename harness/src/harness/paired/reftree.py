@@ -33,6 +33,7 @@ Errors (no git, an unknown ref, a failed install) raise RefError with what faile
 from __future__ import annotations
 
 import filecmp
+import functools
 import hashlib
 import json
 import os
@@ -292,14 +293,19 @@ class _Renamer:
     names: dict[Path, Path]
     binary: bool
 
+    @functools.cached_property
+    def _table(self) -> tuple[dict[bytes, bytes], re.Pattern[bytes]]:
+        """The names as bytes, and one pattern of them all, longest first (built once, used for every file)."""
+        new = {os.fsencode(str(old)): os.fsencode(str(to)) for old, to in self.names.items()}
+        # a whole name only: /x/v must not match in /x/v2 (a name ending in a separator is whole by itself)
+        return new, re.compile(b"|".join(re.escape(old) + (b"" if old.endswith(os.sep.encode()) else _NAME_ENDS)
+                                         for old in sorted(new, key=len, reverse=True)))
+
     def __call__(self, data: bytes) -> bytes | None:
         """``data`` renamed, or None when it names nothing (or is a file this renamer leaves alone)."""
         if not self.binary and b"\0" in data:
             return None
-        new = {os.fsencode(str(old)): os.fsencode(str(to)) for old, to in self.names.items()}
-        # a whole name only: /x/v must not match in /x/v2 (a name ending in a separator is whole by itself)
-        pattern = re.compile(b"|".join(re.escape(old) + (b"" if old.endswith(os.sep.encode()) else _NAME_ENDS)
-                                       for old in sorted(new, key=len, reverse=True)))
+        new, pattern = self._table
         return pattern.sub(lambda match: new[match.group(0)], data) if pattern.search(data) else None
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from cloud_helpers import SMALL, add_n_kernel, blob, eventually, post, python_source, spec, wire_body
 
-from runtime_backends.cloud.server.app import CloudServer
+from runtime_backends.cloud.server.app import CloudServer, _record, _Session
 from runtime_backends.cloud.server.limits import Limits
 from runtime_core.device import Device
 
@@ -312,7 +312,6 @@ def test_chunked_body_refused_midway_is_answered_at_once(server: CloudServer) ->
 def test_a_session_record_keeps_the_worker_s_latest_report_whatever_order_they_arrive_in() -> None:
     # A lent connection's request (the client's last free) can be served and put on the board before the server
     # reads the reply of the request that lent the connection; that older reply must not undo it.
-    from runtime_backends.cloud.server.app import _record, _Session
     session = _Session("s")
     _record(session, at=20.0, held=0, empty=True)  # the board: the last free, served later
     _record(session, at=10.0, held=4096, empty=False)  # the lending request's reply, read after it
