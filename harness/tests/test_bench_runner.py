@@ -166,7 +166,9 @@ def test_a_b_run_flags_the_twice_slower_working_tree_and_lists_new_and_missing(r
     assert found["test_entry"] == ("regressed", "entry")
     assert (found["test_added"], found["test_removed"]) == (("new", "entry"), ("missing", "entry"))
     # unchanged code is never flagged at the corrected level; under load it may stay inconclusive
-    assert {found[n][0] for n in ("test_limit", "test_peer", "test_seed")} <= {"unchanged", "unjudged"}
+    assert found["test_seed"][0] in ("unchanged", "unjudged")
+    # limits and peers (the same code on both sides) are not timed without --references
+    assert "test_limit" not in found and "test_peer" not in found
     entry = next(b for b in doc["benchmarks"] if b["name"] == "test_entry")
     assert 1.6 < entry["ratio"] < 2.5 and entry["pairs"] in (6, 12, 18) and entry["interval"][0] > 0.5
     # each process pair reads the change too; one pair may sit far off it (two processes of one loop differ for their
@@ -192,6 +194,7 @@ def test_a_b_run_flags_the_twice_slower_working_tree_and_lists_new_and_missing(r
     assert "benchmark report (A/B): FAIL: 1 of 4 entries regressed" in out  # entry, seed, added, removed
     # skipped on both sides: one line per reason, never started, not in the report
     assert "1 benchmark(s) skipped: not on this machine" in out
+    assert "2 benchmark(s) skipped: a limit or peer: the same code on both sides" in out
     assert "test_skipped" not in verdicts(doc) and "not on this machine" not in (root / "out" / "logs" / "A1.log").read_text()
     markdown = (root / "out" / "report.md").read_text()
     assert f"**A** = HEAD ({head[:12]})" in markdown and "docs/benchmark-gate.md" in markdown
@@ -212,7 +215,7 @@ def test_an_entry_twice_as_slow_in_some_process_pairs_only_is_not_judged(root):
 
 def test_planted_slowdown_of_the_working_tree_is_flagged_for_every_benchmark(root):
     _commit_suite(root)
-    assert run_bench(root, "--against", "HEAD", "--plant-slowdown", "2") == 1
+    assert run_bench(root, "--against", "HEAD", "--plant-slowdown", "2", "--references") == 1
     doc = report(root)
     found = verdicts(doc)
     assert found["test_entry"] == ("regressed", "entry")
@@ -266,7 +269,7 @@ def test_a_working_tree_benchmark_failing_in_one_worker_mid_rounds_fails_the_run
     git(root, "add", "bench_suite")
     git(root, "commit", "-qm", "suite")
     write_suite(root, extra=BREAKS.format(marker=str(root / "first-worker")))
-    assert run_bench(root, "--against", "HEAD") == 1
+    assert run_bench(root, "--against", "HEAD", "--references") == 1
     err = capsys.readouterr().err
     assert "1 benchmark(s) failed" in err and "broke in a timed round" in err
     doc = report(root)
@@ -367,7 +370,7 @@ def test_a_process_pair_count_out_of_range_is_refused(root, capsys, count):
 def test_process_pairs_outside_a_b_mode_is_refused_before_anything_runs(root, capsys):
     write_suite(root)
     assert run_bench(root, "--process-pairs", "2") == 2
-    assert "--process-pairs and --looks belong to A/B mode" in capsys.readouterr().err
+    assert "--process-pairs, --looks and --references belong to A/B mode" in capsys.readouterr().err
     assert not (root / "out" / "runs").exists()
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from harness.gate import log_ratios
+from harness.paired.ab import pair_groups
 from harness.paired.engine import (
     STOP_BUDGET,
     STOP_MAX,
@@ -74,6 +75,15 @@ def test_with_two_pairs_or_more_no_side_ever_follows_itself_and_each_pair_takes_
         a, b = 2 * pair, 2 * pair + 1
         first, second = order[:6], order[6:]
         assert first.index(a) + 1 == first.index(b) and second.index(b) + 1 == second.index(a)
+
+
+def test_a_look_times_its_process_pairs_two_at_a_time_so_no_worker_follows_itself():
+    assert pair_groups(6) == [[0, 1], [2, 3], [4, 5]]
+    assert pair_groups(3) == [[0, 1, 2]] and pair_groups(5) == [[0, 1], [2, 3, 4]]
+    assert pair_groups(1) == [[0]] and pair_groups(2) == [[0, 1]]
+    for pairs in range(2, 17):
+        groups = pair_groups(pairs)
+        assert [p for g in groups for p in g] == list(range(pairs)) and all(len(g) >= 2 for g in groups)
 
 
 def test_a_noisy_benchmark_stops_when_its_budget_is_spent_and_says_so():

@@ -94,6 +94,9 @@ def build_parser(prog: str = "python -m harness bench") -> ArgumentParser:
     parser.add_argument("--process-pairs", type=_pairs, metavar="N",
                         help=f"A/B mode: process pairs (A, B) per look; each gives one value to the test "
                         f"(default {PROCESS_PAIRS}; docs/benchmark-gate.md)")
+    parser.add_argument("--references", action="store_true",
+                        help="A/B mode: also time the limits and peers (the same code on both sides: they cannot "
+                        "regress; timed for their figures, one look on half the pairs)")
     parser.add_argument("--looks", type=_looks, metavar="L",
                         help=f"A/B mode: sets of process pairs an undecided entry may get (default {LOOKS})")
     parser.add_argument("--alpha", type=parse_probability_option, default=ALPHA, metavar="P",
@@ -199,9 +202,10 @@ def _check_run(args: argparse.Namespace, pytest_args: list[str]) -> None:
             raise ReportInputError("--save-baseline belongs to stored-baseline mode: an A/B run judges the working "
                                    "tree against a ref and stores no run; drop --against, or --save-baseline")
         return
-    if args.process_pairs is not None or args.looks is not None:
-        raise ReportInputError("--process-pairs and --looks belong to A/B mode (--against REF): stored-baseline "
-                               "mode times each entry beside its limit in one pair of workers of the working tree")
+    if args.process_pairs is not None or args.looks is not None or args.references:
+        raise ReportInputError("--process-pairs, --looks and --references belong to A/B mode (--against REF): "
+                               "stored-baseline mode times each entry beside its limit in one pair of workers of the "
+                               "working tree")
     if args.plant_slowdown:
         raise ReportInputError("--plant-slowdown needs A/B mode (--against REF): it stretches the working tree's "
                                "rounds against the unchanged ref")
@@ -330,7 +334,8 @@ def _ab_locked(args: argparse.Namespace, store: RunStore, pytest_args: list[str]
             sets = _WorkerSets(stack, sides, settings.process_pairs, out / "logs", args_of, env, args.worker_timeout)
             _progress(f"harness bench: starting {2 * settings.process_pairs} benchmark workers (logs in {out / 'logs'})")
             sets(0)
-            result = run_ab(sets, ref, _progress, settings, planted=args.plant_slowdown)
+            result = run_ab(sets, ref, _progress, settings, planted=args.plant_slowdown,
+                            references=args.references)
     finally:
         shutil.rmtree(shared, ignore_errors=True)
     print(f"harness bench: A/B run took {time.perf_counter() - started:.0f} s")

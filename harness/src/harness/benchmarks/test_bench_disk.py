@@ -102,6 +102,16 @@ def disk_file(request: pytest.FixtureRequest, bench_shared_dir: Path) -> Iterato
         f.buffer.deallocate()
 
 
+@pytest.fixture(autouse=True)
+def _pages_let_go(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test that used the file, this process drops its mapping of the file's pages (and the cache): an A/B
+    run keeps ``disk_file`` set up in workers that wait while others time a cold read, and a page still mapped in any
+    process cannot be dropped, which made every cold read skip."""
+    yield
+    if "disk_file" in request.fixturenames:
+        request.getfixturevalue("disk_file").make_cold()
+
+
 def _prepare(disk_file: DiskFile, cache: str) -> Callable[[], None] | None:
     """The per-round setup of ``cache`` (``None`` when warm), after checking that it can be had here."""
     if cache == "warm":

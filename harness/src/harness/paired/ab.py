@@ -1,14 +1,14 @@
 """A/B mode's run: every benchmark both versions have, timed on sets of process pairs (docs/benchmark-gate.md).
 
 The workers come in process pairs (A = the ref's tree, B = the working tree), in sets of ``Settings.process_pairs``.
-For each benchmark every worker of a set sets it up (concurrently), makes the same calls per round, and the rounds go
-A1 B1 A2 B2 ... then B1 A1 B2 A2 ... (``harness.paired.engine.round_order``) on the CPUs other programs left idlest,
-until ROUNDS rounds per worker or the look's time budget. Each process pair then gives one pair value
-(``harness.gate.pair_value``) and ``harness.gate.decide`` judges the pair values so far; an entry it leaves undecided
-is timed on the next set (opened on first need), at most ``Settings.looks`` sets, unless its scatter says that
-no number of pairs up to that many could settle it (``harness.gate.worth_more_pairs``). Limits and peers, whose
-verdict never fails a run, get half the first set's pairs only (``reference_pairs``). A benchmark on one side only
-is timed alone and listed as new or missing.
+For each benchmark the workers of two process pairs at a time set it up (concurrently), make the same calls per
+round, and their rounds go A1 B1 A2 B2 then B1 A1 B2 A2 (``harness.paired.engine.round_order``) on the CPUs other
+programs left idlest, until ROUNDS rounds per worker or the group's share of the look's time budget. Each process pair
+then gives one pair value (``harness.gate.pair_value``) and ``harness.gate.decide`` judges the pair values so far; an
+entry it leaves undecided is timed on the next set (opened on first need), at most ``Settings.looks`` sets, unless its
+scatter says that no number of pairs up to that many could settle it (``harness.gate.worth_more_pairs``). Limits and
+peers run the same code on both sides, so they are skipped unless asked for (``references``); then they get half the
+first set's pairs only (``reference_pairs``). A benchmark on one side only is timed alone and listed as new or missing.
 
 The run files keep every round (pytest-benchmark JSON; ``stats.data`` pair by pair, options ``pair_rounds``) and the
 settings (RUN_KEY), so the report recomputes the same pair values and the same decisions.
@@ -27,7 +27,7 @@ import numpy as np
 from harness.bench_schema import ENTRY, MODE_AB, short_name
 from harness.gate import ROUND_SECONDS, ROUNDS, Decision, Settings, decide, pair_values, worth_more_pairs
 from harness.paired.cpus import CpuChooser
-from harness.paired.engine import Budget, RoundFailed, Side
+from harness.paired.engine import Budget, RoundFailed, Rounds, Side
 from harness.paired.process import WorkerError, WorkerProcess, describe_status
 from harness.paired.runfile import CpuUse, benchmark_record, run_document
 from harness.paired.session import (
@@ -44,7 +44,10 @@ from harness.paired.session import (
     time_alone_or_beside,
 )
 
-__all__ = ["AbResult", "WorkerSet", "WorkerSets", "look_budget", "reference_pairs", "run_ab"]
+__all__ = ["NOT_A_CHANGE", "AbResult", "WorkerSet", "WorkerSets", "look_budget", "pair_groups", "reference_pairs", "run_ab"]
+
+NOT_A_CHANGE = ("a limit or peer: the same code on both sides, which A/B mode does not time (--references times "
+                "them, for their figures)")
 
 WorkerSet = tuple[Sequence[WorkerProcess], Sequence[Collected]]
 
@@ -79,10 +82,11 @@ def look_budget(seconds: float) -> Budget:
 
 
 def run_ab(open_set: WorkerSets, ref: str, progress: Callable[[str], None], settings: Settings,
-           planted: float | None = None) -> AbResult:
+           planted: float | None = None, references: bool = False) -> AbResult:
     """Time every benchmark of both sides (see the module doc) and return the run documents. ``ref`` is recorded as
     the user named it; ``planted`` stretches B's rounds by that factor (``--plant-slowdown``; A's workers spin as
-    long after each round, untimed). Raises ValueError when set 0 is not (A, B) process pairs."""
+    long after each round, untimed); ``references``: time the limits and peers too (else they are listed as skipped:
+    the same code on both sides, they cannot regress). Raises ValueError when set 0 is not (A, B) process pairs."""
     workers, collected = open_set(0)
     if not workers or len(workers) % 2 or len(collected) != len(workers):
         raise ValueError(f"A/B workers come in (A, B) process pairs, got {len(workers)} workers")
@@ -91,6 +95,8 @@ def run_ab(open_set: WorkerSets, ref: str, progress: Callable[[str], None], sett
     for index, nodeid in enumerate(plan.common):
         if (reason := _skipped_on_both(collected, nodeid)) is not None:
             run.result.skipped[nodeid] = reason
+        elif plan.roles[nodeid] != ENTRY and not references:
+            run.result.skipped[nodeid] = NOT_A_CHANGE
         else:
             run.benchmark(nodeid, index, plan.roles[nodeid], collected)
     for side, names in enumerate(plan.one_sided):
@@ -283,19 +289,28 @@ class _Run:
 
     def _look(self, k: int, nodeid: str, index: int, chosen: set[int] | None, pairs: int) -> _Look:
         """Time ``nodeid`` on the first ``pairs`` process pairs of worker set ``k``, with the look's budget in
-        proportion. Set 0 runs every benchmark in turn and keeps each module's fixtures for the next; a later set runs
-        only undecided ones, so it tears each down completely."""
+        proportion, two process pairs at a time (``pair_groups``): only those hold the benchmark's buffers, and the
+        next two reuse the memory the last ones freed (on this VM a page the kernel takes back costs far more to touch
+        again: 12 workers setting up a 256 MiB copy at once took 3x as long). Set 0 runs every benchmark in turn and
+        keeps each module's fixtures for the next; a later set runs only undecided ones, so it tears each down
+        completely."""
         workers = self.open_set(k)[0][:2 * pairs]
         sides = _sides_of(pairs, index)
         order = [2 * (position // 2) + side for position, side in enumerate(sides)]
         # a planted run: B spins inside its timed span, A as long right after its own, so both load the CPU alike
         timed = [Side(workers[i], self.planted or 1.0, untimed=not side) for i, side in zip(order, sides)]
         others = _OthersOnCpus(self.chooser, self.open_set.opened())
-        budget = look_budget(self.settings.budget_seconds * pairs / self.settings.process_pairs)
-        outcome = run_same(timed, nodeid, budget, lambda _: float("inf"), chosen,
-                           lambda: self.chooser.pinned(self._own_seconds()), others if chosen is not None else None,
-                           keep=k == 0)
-        return _Look(outcome, sides, others.cpus)
+        outcomes: list[Outcome] = []
+        for group in pair_groups(pairs):
+            budget = look_budget(self.settings.budget_seconds * len(group) / self.settings.process_pairs)
+            positions = [2 * p + s for p in group for s in (0, 1)]
+            outcomes.append(run_same([timed[i] for i in positions], nodeid, budget, lambda _: float("inf"), chosen,
+                                     lambda: self.chooser.pinned(self._own_seconds()),
+                                     others if chosen is not None else None, keep=k == 0))
+            if not outcomes[-1].ok:
+                break
+        started = sum(len(o.finished) for o in outcomes)
+        return _Look(_joined(nodeid, outcomes), sides[:started], others.cpus)
 
     def _record(self, nodeid: str, looks: Sequence[_Look], side: int, clock: str, threads: int) -> dict[str, Any]:
         """The run-file record of one side: the rounds of every process pair in turn (options ``pair_rounds``)."""
@@ -314,6 +329,28 @@ class _Run:
     def _own_seconds(self) -> float:
         """CPU seconds used so far by every worker (and what they started) and by this controller process."""
         return _own_seconds(self.open_set.opened())
+
+
+def pair_groups(pairs: int) -> list[list[int]]:
+    """The process pairs of a look in the groups that are timed together: two at a time (``round_order`` needs two
+    pairs so that no worker's round follows its own), an odd last pair joining the group before it (one pair alone
+    when there is only one)."""
+    groups = [list(range(first, min(first + 2, pairs))) for first in range(0, pairs, 2)]
+    if len(groups) > 1 and len(groups[-1]) == 1:
+        last = groups.pop()
+        groups[-1] += last
+    return groups
+
+
+def _joined(nodeid: str, outcomes: Sequence[Outcome]) -> Outcome:
+    """The groups' outcomes of one look as one: workers in order, rounds only when every group has them."""
+    finished = tuple(f for outcome in outcomes for f in outcome.finished)
+    if not all(outcome.rounds for outcome in outcomes):
+        return Outcome(nodeid, finished, None)
+    rounds = [outcome.rounds for outcome in outcomes if outcome.rounds]
+    return Outcome(nodeid, finished, Rounds(tuple(t for r in rounds for t in r.times),
+                                            tuple(i for r in rounds for i in r.iterations), rounds[-1].stop,
+                                            sum(r.seconds for r in rounds)))
 
 
 def reference_pairs(process_pairs: int) -> int:
@@ -360,14 +397,17 @@ def _sides_of(pairs: int, index: int) -> list[int]:
 @dataclass
 class _OthersOnCpus:
     """``run_same``'s ``measured``: ``cpus`` = how many CPUs' worth of time other programs took on the benchmark's
-    CPUs during its rounds (``CpuChooser.others_cpus``; None where unknown), recorded in the run file as information."""
+    CPUs during its rounds, the most over a look's groups (``CpuChooser.others_cpus``; None where unknown), recorded
+    in the run file as information."""
 
     chooser: CpuChooser
     workers: Sequence[WorkerProcess]
     cpus: float | None = None
 
     def __call__(self) -> None:
-        self.cpus = self.chooser.others_cpus(_own_seconds(self.workers))
+        cpus = self.chooser.others_cpus(_own_seconds(self.workers))
+        if cpus is not None:
+            self.cpus = cpus if self.cpus is None else max(self.cpus, cpus)
 
 
 def _own_seconds(workers: Sequence[WorkerProcess]) -> float:
