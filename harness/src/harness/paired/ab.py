@@ -291,7 +291,7 @@ class _Run:
         """Time ``nodeid`` on the first ``pairs`` process pairs of worker set ``k``, with the look's budget in
         proportion, two process pairs at a time (``pair_groups``): only those hold the benchmark's buffers, and the
         next two reuse the memory the last ones freed (on this VM a page the kernel takes back costs far more to touch
-        again: 12 workers setting up a 256 MiB copy at once took 3x as long). Set 0 runs every benchmark in turn and
+        again: a 256 MiB copy-in's look took 17 s with all 12 workers at once, 12 s two pairs at a time). Set 0 runs every benchmark in turn and
         keeps each module's fixtures for the next; a later set runs only undecided ones, so it tears each down
         completely."""
         workers = self.open_set(k)[0][:2 * pairs]
