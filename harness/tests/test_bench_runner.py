@@ -364,7 +364,7 @@ def test_a_process_pair_count_out_of_range_is_refused(root, capsys, count):
     with pytest.raises(SystemExit) as exc:
         run_bench(root, "--against", "HEAD", "--process-pairs", count)
     assert exc.value.code == 2
-    assert "must be an integer from 2 to 16 (pairs of worker processes timed at once)" in capsys.readouterr().err
+    assert "must be an integer from 2 to 16 (pairs of worker processes per look)" in capsys.readouterr().err
 
 
 def test_process_pairs_outside_a_b_mode_is_refused_before_anything_runs(root, capsys):

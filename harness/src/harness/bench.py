@@ -12,10 +12,10 @@ makes a saved run the baseline without running anything (a partial run only with
 
 **A/B mode** (``--against [REF]``): the git ref REF (default: the merge base with the main branch, or the stored
 baseline's commit when on it) is checked out beside the working tree, each side with a twin environment
-(``harness.paired.reftree``), and every benchmark runs on both versions in alternating rounds in two workers
-(``harness.paired.ab``), never both at once. The two run files go to ``<out>/ab/A.json`` and ``B.json``; the
-verdicts come from the per-pair ratios. ``--plant-slowdown F`` stretches every round of the working tree by F: a
-sensitivity check, after which every entry should be flagged.
+(``harness.paired.reftree``), and every entry runs on both versions in process pairs, their rounds alternating, never
+two at once (``harness.paired.ab``; limits and peers only with ``--references``). The two run files go to
+``<out>/ab/A.json`` and ``B.json``; the verdicts come from the per-pair ratios. ``--plant-slowdown F`` stretches every
+round of the working tree by F: a sensitivity check, after which every entry should be flagged.
 
 Both modes write ``report.md``, ``report.html`` and ``report.json`` into ``<out>`` (default ``reports/``). Pytest
 selection passes through: ``-k EXPR``, ``-m MARKEXPR`` and ``--backends NAMES`` directly, anything else after ``--``.
@@ -67,7 +67,7 @@ KEEP_RUNS = 20
 DEFAULT_SUITE = "harness.benchmarks"
 _SELECTION = ("-k", "-m", "--backends")
 _INTERRUPTED = 130
-MAX_PROCESS_PAIRS = 16  # two processes each, holding a benchmark's buffers at once
+MAX_PROCESS_PAIRS = 16  # two processes each; a run holds up to three sets of them
 
 
 def build_parser(prog: str = "python -m harness bench") -> ArgumentParser:
@@ -176,9 +176,9 @@ def _terminated(signum: int, frame: object) -> None:
 
 def _check_promote(args: argparse.Namespace, pytest_args: list[str]) -> None:
     """Refuse options that ``--promote`` (which runs nothing) cannot take: ReportInputError."""
-    if args.against is not None or args.process_pairs or args.looks or args.plant_slowdown:
-        raise ReportInputError("--promote runs nothing: it takes no --against, --process-pairs, --looks or "
-                               "--plant-slowdown")
+    if args.against is not None or args.process_pairs or args.looks or args.plant_slowdown or args.references:
+        raise ReportInputError("--promote runs nothing: it takes no --against, --process-pairs, --looks, "
+                               "--references or --plant-slowdown")
     if pytest_args or args.save_baseline:
         raise ReportInputError("--promote runs nothing and promotes the whole file: it takes no pytest "
                                f"arguments or --save-baseline (got {' '.join(pytest_args) or '--save-baseline'})")
@@ -496,7 +496,7 @@ def _pairs(text: str) -> int:
         value = 0
     if not 2 <= value <= MAX_PROCESS_PAIRS:
         raise argparse.ArgumentTypeError(f"must be an integer from 2 to {MAX_PROCESS_PAIRS} (pairs of worker processes "
-                                         f"timed at once), got {text!r}")
+                                         f"per look), got {text!r}")
     return value
 
 

@@ -66,7 +66,7 @@ class DiskFile:
         self.dev.drop_page_cache()
 
     def exclusive(self) -> contextlib.AbstractContextManager[None]:
-        """The file's lock (``_locked``) across a test's setup: an A/B run sets a benchmark up in all its workers at
+        """The file's lock (``_locked``) across a test's setup: an A/B run sets a benchmark up in several workers at
         once, and one worker's first read would fill the page cache between another's drop and its check that the
         drop worked (``_prepare``)."""
         return _locked(self.path)

@@ -27,12 +27,13 @@ import numpy as np
 from harness.bench_schema import ENTRY, MODE_AB, short_name
 from harness.gate import ROUND_SECONDS, ROUNDS, Decision, Settings, decide, pair_values, worth_more_pairs
 from harness.paired.cpus import CpuChooser
-from harness.paired.engine import Budget, RoundFailed, Rounds, Side
+from harness.paired.engine import STOP_BUDGET, Budget, RoundFailed, Rounds, Side
 from harness.paired.process import WorkerError, WorkerProcess, describe_status
 from harness.paired.runfile import CpuUse, benchmark_record, run_document
 from harness.paired.session import (
     FAILED,
     PASSED,
+    SKIPPED,
     Collected,
     Finished,
     Outcome,
@@ -101,7 +102,10 @@ def run_ab(open_set: WorkerSets, ref: str, progress: Callable[[str], None], sett
             run.benchmark(nodeid, index, plan.roles[nodeid], collected)
     for side, names in enumerate(plan.one_sided):
         for nodeid in names:
-            run.alone(side, nodeid, collected[side].clock)
+            if (collected[side].items[nodeid]["role"] or ENTRY) != ENTRY and not references:
+                run.result.skipped[nodeid] = NOT_A_CHANGE
+            else:
+                run.alone(side, nodeid, collected[side].clock)
     for reason, count in skip_reasons(run.result.skipped).items():
         progress(f"  {count} benchmark(s) skipped: {reason}")
     pairing = uuid.uuid4().hex
@@ -149,11 +153,14 @@ class _Look:
         return [list(t) for t, s in zip(times, self.sides) if s == side]
 
     def by_side(self) -> dict[int, Finished]:
-        """How each side ended: a failure of one of its workers first."""
+        """How each side ended: a failure of one of its workers first, then a skip (a later group of the look may
+        skip where an earlier one passed), then a pass."""
+        rank = {FAILED: 0, SKIPPED: 1}
         finished: dict[int, Finished] = {}
         for position, side in enumerate(self.sides):
-            if side not in finished or self.outcome.finished[position].outcome == FAILED:
-                finished[side] = self.outcome.finished[position]
+            ended = self.outcome.finished[position]
+            if side not in finished or rank.get(ended.outcome, 2) < rank.get(finished[side].outcome, 2):
+                finished[side] = ended
         return finished
 
 
@@ -290,10 +297,10 @@ class _Run:
     def _look(self, k: int, nodeid: str, index: int, chosen: set[int] | None, pairs: int) -> _Look:
         """Time ``nodeid`` on the first ``pairs`` process pairs of worker set ``k``, with the look's budget in
         proportion, two process pairs at a time (``pair_groups``): only those hold the benchmark's buffers, and the
-        next two reuse the memory the last ones freed (on this VM a page the kernel takes back costs far more to touch
-        again: a 256 MiB copy-in's look took 17 s with all 12 workers at once, 12 s two pairs at a time). Set 0 runs every benchmark in turn and
-        keeps each module's fixtures for the next; a later set runs only undecided ones, so it tears each down
-        completely."""
+        next two reuse the memory the last ones freed (on this VM a page the kernel takes back costs far more to
+        touch again: a 256 MiB copy-in's look took 17 s with all 12 workers at once, 12 s two pairs at a time).
+        Set 0 runs every benchmark in turn and keeps each module's fixtures for the next; a later set runs only
+        undecided ones, so it tears each down completely."""
         workers = self.open_set(k)[0][:2 * pairs]
         sides = _sides_of(pairs, index)
         order = [2 * (position // 2) + side for position, side in enumerate(sides)]
@@ -348,8 +355,9 @@ def _joined(nodeid: str, outcomes: Sequence[Outcome]) -> Outcome:
     if not all(outcome.rounds for outcome in outcomes):
         return Outcome(nodeid, finished, None)
     rounds = [outcome.rounds for outcome in outcomes if outcome.rounds]
+    stop = next((r.stop for r in rounds if r.stop == STOP_BUDGET), rounds[-1].stop)  # the budget, if any group hit it
     return Outcome(nodeid, finished, Rounds(tuple(t for r in rounds for t in r.times),
-                                            tuple(i for r in rounds for i in r.iterations), rounds[-1].stop,
+                                            tuple(i for r in rounds for i in r.iterations), stop,
                                             sum(r.seconds for r in rounds)))
 
 

@@ -81,7 +81,8 @@ X_LIMIT_LEGEND = (
 
 GATE_DOC = "docs/benchmark-gate.md"  # the gate's design, from the repository root
 AB_METHOD = ("Each benchmark ran in fresh process pairs (A and B rounds interleaved), each pair gave one number, and a "
-             "t-test across the pairs decided at a level corrected for the run's entries: see docs/benchmark-gate.md.")
+             "t-test across the pairs decided at a level corrected for the run's entries (limits and peers are timed "
+             "only with --references): see docs/benchmark-gate.md.")
 
 
 def headline(result: ComparisonResult) -> str:
