@@ -112,6 +112,19 @@ def test_the_cpu_busy_only_with_our_own_workers_is_kept_and_one_a_hog_holds_is_a
     assert chooser.choose(1, own_cpu_seconds=9.9) == {2}  # cpu1: 40 ticks of ours, cpu2: 50 idle
 
 
+def test_workers_pinned_group_after_group_are_credited_from_the_first_pin(fake_stat: Path) -> None:
+    """A look pins its process pairs two at a time: the rounds of every group are ours, not the last group's only."""
+    chooser = CpuChooser()
+    fake_stat.write_text(_stat({0: 10, 1: 20, 2: 0}))
+    assert chooser.choose(1) == {1}
+    chooser.pinned(own_cpu_seconds=0.5)
+    chooser.pinned(own_cpu_seconds=1.5)  # the second group, after the first used 1 s of cpu1
+    # cpu1 busy throughout with our 2 s (200 ticks) of both groups; cpu0 and cpu2 idle 1.5 s of the 2 s (150 ticks)
+    fake_stat.write_text(_stat({0: 160, 1: 20, 2: 150}, {0: 50, 1: 200, 2: 50}))
+    # credited from the first pin, cpu1 had 200 ticks for us and stays; from the last pin it would read 100 (< 150)
+    assert chooser.choose(1, own_cpu_seconds=2.5) == {1}
+
+
 def test_other_programs_time_on_the_chosen_cpus_is_what_our_workers_did_not_use(fake_stat: Path) -> None:
     chooser = CpuChooser()
     fake_stat.write_text(_stat({0: 10, 1: 10, 2: 0}))

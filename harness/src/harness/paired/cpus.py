@@ -20,7 +20,7 @@ class CpuChooser:
 
     Available = idle + iowait time (``/proc/stat``, in ticks), plus, on the CPUs the previous call returned, the CPU
     time the caller's own workers used there: ``own_cpu_seconds`` (their cumulative CPU seconds, e.g.
-    ``WorkerProcess.cpu_seconds``) minus what ``pinned`` was told when they were pinned to those CPUs, spread evenly
+    ``WorkerProcess.cpu_seconds``) minus what ``pinned`` was first told after that call, spread evenly
     over them, at most the interval itself (what they used before, e.g. setting up on every CPU, ran elsewhere too).
     Without that credit, the CPU the workers were timed on looks as busy as one a CPU hog holds. A tie keeps the
     previous choice. An interval shorter than 0.1 s (the first call, right after construction) holds
@@ -31,7 +31,8 @@ class CpuChooser:
         self._allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         self._last = _sample()
         self._chosen: set[int] = set()
-        self._own: float | None = None
+        self._own: float | None = None  # at the last pin: others_cpus counts from there
+        self._credit_from: float | None = None  # at the first pin since the last choice: choose credits from there
         self._at_pin: dict[int, tuple[int, int]] = {}
 
     def choose(self, count: int = 1, own_cpu_seconds: float | None = None) -> set[int] | None:
@@ -41,23 +42,27 @@ class CpuChooser:
         if not now or not self._allowed:
             return None
         if max((now[c][1] - self._last.get(c, now[c])[1] for c in now), default=0) < _SHORTEST_S * _ticks_per_second():
-            self._last, self._own = now, None  # too short to say anything: look at the next 0.1 s instead
+            self._last, self._credit_from = now, None  # too short to say anything: look at the next 0.1 s instead
             time.sleep(_SHORTEST_S)
             now = _sample() or now
         idle = {c: float(now.get(c, (0, 0))[0] - self._last.get(c, (0, 0))[0]) for c in self._allowed}
         total = {c: float(now.get(c, (0, 0))[1] - self._last.get(c, (0, 0))[1]) for c in self._allowed}
-        if own_cpu_seconds is not None and self._own is not None and self._chosen:
-            share = max(0.0, own_cpu_seconds - self._own) * _ticks_per_second() / len(self._chosen)
+        if own_cpu_seconds is not None and self._credit_from is not None and self._chosen:
+            share = max(0.0, own_cpu_seconds - self._credit_from) * _ticks_per_second() / len(self._chosen)
             for cpu in self._chosen & set(idle):
                 idle[cpu] = min(max(total[cpu], idle[cpu]), idle[cpu] + share)
-        self._last, self._own, self._at_pin = now, None, {}
+        self._last, self._own, self._credit_from, self._at_pin = now, None, None, {}
         ranked = sorted(self._allowed, key=lambda cpu: (-idle[cpu], cpu not in self._chosen, cpu))
         self._chosen = set(ranked[:count])
         return set(self._chosen)
 
     def pinned(self, own_cpu_seconds: float) -> None:
-        """Say that the workers are now pinned to the last choice, having used ``own_cpu_seconds`` so far."""
+        """Say that the workers are now pinned to the last choice, having used ``own_cpu_seconds`` so far (called
+        again when a benchmark's workers are pinned group after group: ``choose`` credits them from the first pin,
+        ``others_cpus`` counts from the last)."""
         self._own = own_cpu_seconds
+        if self._credit_from is None:
+            self._credit_from = own_cpu_seconds
         self._at_pin = _sample()
 
     def others_cpus(self, own_cpu_seconds: float) -> float | None:
