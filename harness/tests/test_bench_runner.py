@@ -369,9 +369,28 @@ def test_a_process_pair_count_out_of_range_is_refused(root, capsys, count):
 
 def test_process_pairs_outside_a_b_mode_is_refused_before_anything_runs(root, capsys):
     write_suite(root)
+    (root / "out").mkdir()
+    (root / "out" / "report.md").write_text("an earlier run's report")
     assert run_bench(root, "--process-pairs", "2") == 2
     assert "--process-pairs, --looks and --references belong to A/B mode" in capsys.readouterr().err
     assert not (root / "out" / "runs").exists()
+    # a refused command loses nothing: the earlier run's report stays
+    assert (root / "out" / "report.md").read_text() == "an earlier run's report"
+
+
+def test_a_planted_slowdown_below_the_minimum_effect_is_refused(root, capsys):
+    _commit_suite(root)
+    assert run_bench(root, "--against", "HEAD", "--plant-slowdown", "1.01") == 2
+    assert "--plant-slowdown 1.01 is below the minimum effect (3%): no entry could be flagged" in capsys.readouterr().err
+
+
+def test_an_a_b_run_of_limits_and_peers_only_judges_no_entry_and_is_refused(root, capsys):
+    """Limits and peers never fail a run: a run of them alone (two process pairs each, the least a t-test takes)
+    passes nothing off as a verdict on our code."""
+    _commit_suite(root)
+    assert run_bench(root, "--against", "HEAD", "--references", "--process-pairs", "2", "-k", "limit or peer") == 2
+    printed = "".join(capsys.readouterr())
+    assert "no entry (our code) was timed on both sides" in printed and "(2 process pairs, limit)" in printed
 
 
 def test_save_baseline_of_a_selection_is_refused_before_anything_runs(root, capsys):

@@ -190,7 +190,12 @@ def _check_run(args: argparse.Namespace, pytest_args: list[str]) -> None:
     """Refuse options that belong to the other mode and an ``--out`` that cannot take the reports, before anything
     runs (ReportInputError); then remove the reports an earlier run left in ``--out``, so a run that fails leaves
     none that could be taken for its own."""
+    _check_mode_options(args, pytest_args)
     _clear_reports(Path(args.out))
+
+
+def _check_mode_options(args: argparse.Namespace, pytest_args: list[str]) -> None:
+    """``_check_run``'s refusals: options of the other mode, or that contradict each other (ReportInputError)."""
     if args.accept_drift and not (args.save_baseline or args.save_partial_baseline):
         raise ReportInputError("--accept-drift goes with --save-baseline or --promote: it marks the baseline "
                                "from which drift is judged")
@@ -201,6 +206,11 @@ def _check_run(args: argparse.Namespace, pytest_args: list[str]) -> None:
         if args.save_baseline or args.save_partial_baseline:
             raise ReportInputError("--save-baseline belongs to stored-baseline mode: an A/B run judges the working "
                                    "tree against a ref and stores no run; drop --against, or --save-baseline")
+        min_effect = MIN_EFFECT if args.min_effect is None else args.min_effect
+        if args.plant_slowdown and args.plant_slowdown < 1 + min_effect:
+            raise ReportInputError(f"--plant-slowdown {args.plant_slowdown:g} is below the minimum effect "
+                                   f"({min_effect:.0%}): no entry could be flagged; plant at least "
+                                   f"{1 + min_effect:g}, e.g. 1.05")
         return
     if args.process_pairs is not None or args.looks is not None or args.references:
         raise ReportInputError("--process-pairs, --looks and --references belong to A/B mode (--against REF): "
@@ -350,6 +360,11 @@ def _ab_locked(args: argparse.Namespace, store: RunStore, pytest_args: list[str]
         chosen = f"the selection {' '.join(pytest_args)!r}" if pytest_args else "the suite"
         raise ReportInputError(f"no benchmark was timed on both sides: {chosen} holds no benchmark both sides have "
                                f"that was not skipped (reasons above, if any); no report was written")
+    if not any(role_of(r.get("extra_info") or {}) == ENTRY for r in result.documents[1]["benchmarks"]):
+        if result.failed[1]:
+            return _failures(result.failed[1], "no entry was timed, no report written")
+        raise ReportInputError("no entry (our code) was timed on both sides, only limits/peers: every entry was "
+                               "skipped or deselected (see above); no report was written")
     baseline, current = (parse_run(doc, str(path)) for path, doc in zip(files, result.documents))
     warnings = [f"failed on A (the ref) only: {name}" for name in result.failed[0] if name not in result.failed[1]]
     report, written = write_report(current, baseline, [], out=out, threshold=args.threshold,

@@ -362,10 +362,10 @@ def _joined(nodeid: str, outcomes: Sequence[Outcome]) -> Outcome:
 
 
 def reference_pairs(process_pairs: int) -> int:
-    """Process pairs a limit or a peer is timed on: half a look's, rounded up. Their verdicts never fail a run (the
-    same code on both sides, timed for the report's figures and as a check that the machine treated A and B alike),
-    so they get half the workers and half the budget of an entry's look, and one look."""
-    return (process_pairs + 1) // 2
+    """Process pairs a limit or a peer is timed on (with ``--references``): half a look's, rounded up, and at least two
+    (a t-test needs two values; ``pair_groups`` times two together). Their verdicts never fail a run (the same code on
+    both sides, timed for the report's figures), so they get half the workers and budget of an entry's look, once."""
+    return max(2, (process_pairs + 1) // 2)
 
 
 def _failure(nodeid: str, message: str) -> Finished:

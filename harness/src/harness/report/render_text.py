@@ -69,6 +69,7 @@ def _ab(result: ComparisonResult) -> str:
         lines.append(f"  {verdict.upper():<22} {name:<{width}}  {change:>7} {interval:<18} A {a}  B {b}"
                      + (f"  ({note})" if note else ""))
     unchanged = sum(1 for r in rows if r[3].startswith("unchanged"))
-    lines.append(f"  {unchanged} unchanged benchmark{'' if unchanged == 1 else 's'} not listed; the table of every "
-                 "benchmark is in report.md and report.html")
+    if unchanged:
+        lines.append(f"  {unchanged} unchanged benchmark{'' if unchanged == 1 else 's'} not listed; the table of "
+                     "every benchmark is in report.md and report.html")
     return "\n".join(lines)
