@@ -1,10 +1,19 @@
-"""How many buffer pairs a copy benchmark rotates through (``harness.benchmarks.test_bench_copy.buffer_sets``)."""
+"""How many buffer pairs a copy benchmark rotates through, and the page offsets a cache-hot one sweeps
+(``harness.benchmarks.test_bench_copy``)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from harness.benchmarks.test_bench_copy import CACHE_HOT_BYTES, STREAM_BYTES, buffer_sets
+from harness.benchmarks.test_bench_copy import (
+    ALIGNMENT_STEP,
+    CACHE_HOT_BYTES,
+    PAGE,
+    STREAM_BYTES,
+    buffer_sets,
+    page_offset_views,
+)
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -19,3 +28,17 @@ def test_buffer_sets(nbytes: int, sets: int) -> None:
 def test_streaming_sizes_cover_the_stream_bytes_and_no_more_pairs_than_needed(nbytes: int) -> None:
     sets = buffer_sets(nbytes)
     assert 2 * nbytes * sets >= STREAM_BYTES > 2 * nbytes * (sets - 1)
+
+
+@pytest.mark.parametrize("nbytes", [1, 4 * KiB, 64 * KiB])
+def test_page_offset_views_start_at_every_cache_line_of_a_page_once(nbytes: int) -> None:
+    base = np.arange(nbytes + 2 * PAGE + 100, dtype=np.int64).astype(np.uint8)[37:]  # deliberately not page-aligned
+    views = page_offset_views(base, nbytes)
+    offsets = sorted(v.ctypes.data % PAGE for v in views)
+    assert offsets == list(range(0, PAGE, ALIGNMENT_STEP))
+    assert all(v.size == nbytes and np.shares_memory(v, base) for v in views)
+
+
+def test_page_offset_views_refuses_a_base_too_short_for_the_last_offset() -> None:
+    with pytest.raises(ValueError, match="at least"):
+        page_offset_views(np.zeros(4 * KiB + PAGE, dtype=np.uint8), 4 * KiB)

@@ -372,7 +372,7 @@ def test_process_pairs_outside_a_b_mode_is_refused_before_anything_runs(root, ca
     (root / "out").mkdir()
     (root / "out" / "report.md").write_text("an earlier run's report")
     assert run_bench(root, "--process-pairs", "2") == 2
-    assert "--process-pairs, --looks and --references belong to A/B mode" in capsys.readouterr().err
+    assert "--process-pairs: A/B mode's (--against REF), not stored-baseline mode's" in capsys.readouterr().err
     assert not (root / "out" / "runs").exists()
     # a refused command loses nothing: the earlier run's report stays
     assert (root / "out" / "report.md").read_text() == "an earlier run's report"
@@ -427,9 +427,26 @@ def test_promote_of_a_selected_run_needs_save_partial_baseline(root, capsys):
     assert baseline.read_bytes() == run_file.read_bytes()
 
 
+@pytest.mark.parametrize("extra", [["--alpha", "0.05"], ["--min-effect", "5%"], ["--looks", "2", "--references"]])
+def test_a_b_options_in_stored_mode_are_refused_not_ignored(root, capsys, extra):
+    write_suite(root)
+    assert run_bench(root, *extra) == 2
+    err = capsys.readouterr().err
+    assert f"{extra[0]}" in err and "A/B mode's (--against REF), not stored-baseline mode's" in err
+    assert "--references" in err or "--references" not in extra
+
+
+def test_looks_given_as_a_superscript_digit_gets_the_options_own_message(root, capsys):
+    with pytest.raises(SystemExit) as exc:
+        run_bench(root, "--against", "HEAD", "--looks", "\u00b2")
+    assert exc.value.code == 2 and "must be an integer from 1 to 4 (sets of process pairs)" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("extra", "why"), [
     (["-k", "entry"], "it takes no pytest arguments or --save-baseline (got -k entry)"),
     (["--save-baseline"], "(got --save-baseline)"),
+    (["--alpha", "0.05", "--budget", "3"], "--promote runs nothing: it takes no --alpha, --budget"),
+    (["--min-effect", "5%"], "--promote runs nothing: it takes no --min-effect"),
 ])
 def test_promote_takes_no_selection_or_save_baseline(root, capsys, extra, why):
     (root / "run.json").write_text("{}")
@@ -439,7 +456,7 @@ def test_promote_takes_no_selection_or_save_baseline(root, capsys, extra, why):
 
 def test_promote_of_an_empty_path_is_refused_before_anything_runs(root, capsys):
     write_suite(root)
-    assert run_bench(root, "--promote", "") == 2
+    assert bench.main(["--promote", "", "--out", str(root / "out"), "--baseline-dir", str(root / "base")]) == 2
     assert "--promote needs the path of a saved run" in capsys.readouterr().err
     assert not (root / "out" / "runs").exists()
 

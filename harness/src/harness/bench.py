@@ -99,7 +99,7 @@ def build_parser(prog: str = "python -m harness bench") -> ArgumentParser:
                         "regress; timed for their figures, one look on half the pairs)")
     parser.add_argument("--looks", type=_looks, metavar="L",
                         help=f"A/B mode: sets of process pairs an undecided entry may get (default {LOOKS})")
-    parser.add_argument("--alpha", type=parse_probability_option, default=ALPHA, metavar="P",
+    parser.add_argument("--alpha", type=parse_probability_option, metavar="P",
                         help=f"A/B mode: the chance that a run of unchanged code flags anything (default {ALPHA:g})")
     parser.add_argument("--suite", default=DEFAULT_SUITE, metavar="TARGET",
                         help=f"the benchmarks to run: an importable package (collected with --pyargs) or a path "
@@ -176,9 +176,12 @@ def _terminated(signum: int, frame: object) -> None:
 
 def _check_promote(args: argparse.Namespace, pytest_args: list[str]) -> None:
     """Refuse options that ``--promote`` (which runs nothing) cannot take: ReportInputError."""
-    if args.against is not None or args.process_pairs or args.looks or args.plant_slowdown or args.references:
-        raise ReportInputError("--promote runs nothing: it takes no --against, --process-pairs, --looks, "
-                               "--references or --plant-slowdown")
+    given = [flag for flag, value in (("--against", args.against), ("--process-pairs", args.process_pairs),
+                                      ("--looks", args.looks), ("--references", args.references or None),
+                                      ("--plant-slowdown", args.plant_slowdown), ("--alpha", args.alpha),
+                                      ("--min-effect", args.min_effect), ("--budget", args.budget)) if value is not None]
+    if given:
+        raise ReportInputError(f"--promote runs nothing: it takes no {', '.join(given)}")
     if pytest_args or args.save_baseline:
         raise ReportInputError("--promote runs nothing and promotes the whole file: it takes no pytest "
                                f"arguments or --save-baseline (got {' '.join(pytest_args) or '--save-baseline'})")
@@ -212,10 +215,13 @@ def _check_mode_options(args: argparse.Namespace, pytest_args: list[str]) -> Non
                                    f"({min_effect:.0%}): no entry could be flagged; plant at least "
                                    f"{1 + min_effect:g}, e.g. 1.05")
         return
-    if args.process_pairs is not None or args.looks is not None or args.references:
-        raise ReportInputError("--process-pairs, --looks and --references belong to A/B mode (--against REF): "
-                               "stored-baseline mode times each entry beside its limit in one pair of workers of the "
-                               "working tree")
+    given = [flag for flag, value in (("--process-pairs", args.process_pairs), ("--looks", args.looks),
+                                      ("--references", args.references or None), ("--alpha", args.alpha),
+                                      ("--min-effect", args.min_effect)) if value is not None]
+    if given:
+        raise ReportInputError(f"{', '.join(given)}: A/B mode's (--against REF), not stored-baseline mode's, which "
+                               "times each entry beside its limit in one pair of workers of the working tree and "
+                               "judges against --threshold")
     if args.plant_slowdown:
         raise ReportInputError("--plant-slowdown needs A/B mode (--against REF): it stretches the working tree's "
                                "rounds against the unchanged ref")
@@ -331,7 +337,8 @@ def _ab_locked(args: argparse.Namespace, store: RunStore, pytest_args: list[str]
     print(f"harness bench: A/B mode: A = {ref} ({sides.sha[:12]}), B = the working tree ({sides.b_commit[:12]}"
           f"{', with uncommitted changes' if sides.b_dirty else ''}) (ready in {time.perf_counter() - started:.0f} s)",
           flush=True)
-    settings = Settings(min_effect=MIN_EFFECT if args.min_effect is None else args.min_effect, alpha=args.alpha,
+    settings = Settings(min_effect=MIN_EFFECT if args.min_effect is None else args.min_effect,
+                        alpha=ALPHA if args.alpha is None else args.alpha,
                         process_pairs=args.process_pairs or PROCESS_PAIRS,
                         looks=args.looks or LOOKS, budget_seconds=args.budget or BUDGET_SECONDS)
     args_of = _side_args(sides, _suite(args.suite), pytest_args) * settings.process_pairs
@@ -368,7 +375,7 @@ def _ab_locked(args: argparse.Namespace, store: RunStore, pytest_args: list[str]
     baseline, current = (parse_run(doc, str(path)) for path, doc in zip(files, result.documents))
     warnings = [f"failed on A (the ref) only: {name}" for name in result.failed[0] if name not in result.failed[1]]
     report, written = write_report(current, baseline, [], out=out, threshold=args.threshold,
-                                   min_effect=args.min_effect, alpha=args.alpha, warnings=warnings,
+                                   min_effect=args.min_effect, alpha=settings.alpha, warnings=warnings,
                                    broken=sorted(result.failed[1]))
     status = finish(report, written, no_fail=args.no_fail)
     if result.failed[1]:
@@ -517,7 +524,10 @@ def _pairs(text: str) -> int:
 
 def _looks(text: str) -> int:
     """argparse ``type`` of --looks: an integer from 1 to 4."""
-    value = int(text) if text.strip().isdigit() else 0
+    try:
+        value = int(text)
+    except ValueError:  # also "²", which str.isdigit() accepts
+        value = 0
     if not 1 <= value <= 4:
         raise argparse.ArgumentTypeError(f"must be an integer from 1 to 4 (sets of process pairs), got {text!r}")
     return value
