@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -198,6 +199,11 @@ def test_a_b_run_flags_the_twice_slower_working_tree_and_lists_new_and_missing(r
     assert "test_skipped" not in verdicts(doc) and "not on this machine" not in (root / "out" / "logs" / "A1.log").read_text()
     markdown = (root / "out" / "report.md").read_text()
     assert f"**A** = HEAD ({head[:12]})" in markdown and "docs/benchmark-gate.md" in markdown
+    # the runs table lists A first, as the rest of the report does, and each column holds its own side's commit
+    assert "| | A (git ref) | B (working tree) |" in markdown
+    assert re.search(rf"\| commit \| {head[:12]}[^|]*\| [0-9a-f]{{12}}[^|]*dirty \|", markdown)
+    html = (root / "out" / "report.html").read_text()
+    assert html.index("A (git ref)") < html.index("B (working tree)")
 
 
 def test_an_entry_twice_as_slow_in_some_process_pairs_only_is_not_judged(root):

@@ -77,6 +77,8 @@ def _runs(result: ComparisonResult) -> str:
     now, before = ("B (working tree)", "A (git ref)") if result.mode == "ab" else ("current", "baseline")
     if result.baseline is None:
         head, body = ["", now], [_row([label, a]) for label, a, _ in rows]
+    elif result.mode == "ab":  # A first, as everywhere else in an A/B report
+        head, body = ["", before, now], [_row([label, a, b]) for label, b, a in rows]
     else:
         head, body = ["", now, before], [_row(list(r)) for r in rows]
     return "<h2>Runs</h2><table>" + _row(head, tag="th") + "".join(body) + "</table>"

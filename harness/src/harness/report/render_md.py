@@ -62,9 +62,12 @@ def _runs(result: ComparisonResult) -> list[str]:
     rows = fmt.run_rows(result)
     if result.baseline is None:
         return ["| | current |", "|---|---|"] + [f"| {name} | {escape(now)} |" for name, now, _ in rows]
-    now, before = ("B (working tree)", "A (git ref)") if result.mode == "ab" else ("current", "baseline")
-    return [f"| | {now} | {before} |", "|---|---|---|"] + [
-        f"| {name} | {escape(a)} | {escape(b)} |" for name, a, b in rows
+    if result.mode == "ab":  # A first, as everywhere else in an A/B report
+        return ["| | A (git ref) | B (working tree) |", "|---|---|---|"] + [
+            f"| {name} | {escape(a)} | {escape(b)} |" for name, b, a in rows
+        ]
+    return ["| | current | baseline |", "|---|---|---|"] + [
+        f"| {name} | {escape(now)} | {escape(before)} |" for name, now, before in rows
     ]
 
 
