@@ -42,3 +42,15 @@ def test_page_offset_views_start_at_every_cache_line_of_a_page_once(nbytes: int)
 def test_page_offset_views_refuses_a_base_too_short_for_the_last_offset() -> None:
     with pytest.raises(ValueError, match="at least"):
         page_offset_views(np.zeros(4 * KiB + PAGE, dtype=np.uint8), 4 * KiB)
+
+
+@pytest.mark.parametrize(("base", "nbytes"), [
+    (np.zeros(8 * KiB + 2 * PAGE, dtype=np.uint8)[::2], 4 * KiB),  # strided: the views would span twice nbytes
+    (np.zeros(2 * PAGE + 10, dtype=np.uint8), 0),
+    (np.zeros(2 * PAGE + 10, dtype=np.uint8), -5),
+    (np.zeros(4 * KiB + 2 * PAGE, dtype=np.int8), 4 * KiB),
+    ([0] * (4 * KiB + 2 * PAGE), 4 * KiB),
+])
+def test_page_offset_views_refuses_what_would_not_sweep_the_page(base, nbytes: int) -> None:
+    with pytest.raises(ValueError):
+        page_offset_views(base, nbytes)

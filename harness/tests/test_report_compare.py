@@ -278,3 +278,16 @@ def test_order_statistic_bootstrap_matches_direct_resampling_above_the_limit():
     assert exact.std() == pytest.approx(spread, rel=0.1)
     for q in (2.5, 50, 97.5):
         assert abs(np.percentile(exact, q) - np.percentile(direct, q)) < 0.3 * spread
+
+
+def test_a_benchmark_whose_amount_per_call_changed_is_not_judged_though_it_takes_50x_longer():
+    """A 4 KiB copy that came to copy 64 page offsets per call (the same size_bytes) does different work: its time per
+    call is not a change of speed."""
+    rng = np.random.default_rng(11)
+    old = synth.benchmark("c.py::test_copy", synth.rounds(rng, 1e-6),
+                          {"size_bytes": 4096, "unit": "GB/s", "per_call": {"GB/s": 4096 / 1e9}})
+    new = synth.benchmark("c.py::test_copy", synth.rounds(rng, 50e-6),
+                          {"size_bytes": 4096, "unit": "GB/s", "per_call": {"GB/s": 64 * 4096 / 1e9}})
+    [comparison] = compare(synth.run([new]), synth.run([old])).comparisons
+    assert comparison.verdict is Verdict.UNJUDGED
+    assert "per_call" in comparison.note and "0.000262144" in comparison.note

@@ -55,7 +55,7 @@ VALUE_KEY = "value"
 HIGHER_IS_BETTER_KEY = "higher_is_better"
 PAIRED_LIMIT_KEY = "paired_limit"
 # extra_info keys that say how much work one call does; two records that differ in one time different work
-WORK_KEYS = ("size_bytes", "elements", "shape")
+WORK_KEYS = ("size_bytes", "elements", "shape", "per_call")  # "per_call" is PER_CALL_KEY, below
 # ``per_call``: {unit: amount of that unit's work done by one call}, e.g. {"GB/s": 0.004096} for 4 KiB (in GB), so a
 # report computes a throughput figure from the very rounds it judges (amount / median seconds per call)
 PER_CALL_KEY = "per_call"

@@ -17,7 +17,6 @@ happened to get."""
 from __future__ import annotations
 
 import itertools
-import mmap
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -30,7 +29,7 @@ from runtime_core.dtype import dtypes
 KiB, MiB = 1 << 10, 1 << 20
 STREAM_BYTES = 64 * MiB  # bytes a streaming copy's rotation covers: beyond any core's L2, and most L3 slices
 CACHE_HOT_BYTES = 64 * KiB  # copies up to this size sweep the page offsets of one pair: they measure the call
-PAGE = mmap.PAGESIZE
+PAGE = 4096  # the window of the false store-to-load dependence (an address's low 12 bits), whatever the MMU page size
 ALIGNMENT_STEP = 64  # bytes between the page offsets a cache-hot copy's host views sweep: one cache line
 
 
@@ -51,11 +50,15 @@ def buffer_sets(nbytes: int) -> int:
 
 
 def page_offset_views(base: np.ndarray, nbytes: int) -> list[np.ndarray]:
-    """``PAGE // ALIGNMENT_STEP`` views of ``nbytes`` bytes into ``base`` (uint8, at least ``nbytes + 2 * PAGE``
-    bytes), the k-th starting ``k * ALIGNMENT_STEP`` bytes past a page boundary: every page offset a cache line can
-    start at. Raises ValueError when ``base`` is too short."""
-    if base.dtype != np.uint8 or base.ndim != 1 or base.size < nbytes + 2 * PAGE:
-        raise ValueError(f"need a 1-D uint8 array of at least {nbytes + 2 * PAGE} bytes, got {base.dtype} {base.shape}")
+    """``PAGE // ALIGNMENT_STEP`` views of ``nbytes`` bytes into ``base`` (contiguous 1-D uint8, at least
+    ``nbytes + 2 * PAGE`` bytes), the k-th starting ``k * ALIGNMENT_STEP`` bytes past a PAGE boundary: every offset a
+    cache line can start at. Raises ValueError for another ``base`` or an ``nbytes`` that is not a positive int."""
+    if not isinstance(nbytes, int) or nbytes < 1:
+        raise ValueError(f"nbytes must be a positive int, got {nbytes!r}")
+    if (not isinstance(base, np.ndarray) or base.dtype != np.uint8 or base.ndim != 1 or not base.flags.c_contiguous
+            or base.size < nbytes + 2 * PAGE):
+        raise ValueError(f"need a contiguous 1-D uint8 array of at least {nbytes + 2 * PAGE} bytes, got "
+                         f"{getattr(base, 'dtype', type(base).__name__)} {getattr(base, 'shape', '')}")
     start = -base.ctypes.data % PAGE
     return [base[start + offset:start + offset + nbytes] for offset in range(0, PAGE, ALIGNMENT_STEP)]
 

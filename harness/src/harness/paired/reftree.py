@@ -166,8 +166,9 @@ def prepare_sides(ref: str, cache: Path, progress: Callable[[str], None]) -> Sid
         workdir.mkdir(exist_ok=True)
     editable, pinned = _running_packages(top)
     if not editable:
-        progress("harness bench: no package of this repository is installed editable here, so both sides run their "
-                 "trees' tests with this interpreter")
+        progress("harness bench: warning: no package of this repository is installed editable in this interpreter: "
+                 "both sides import the packages it has (the same code on A and B), only the benchmark files differ; "
+                 "`nox -s bench` installs them editable, so that each side runs its own tree's code")
         pythons = [Path(sys.executable)] * 2
     else:
         python_a = _environment(tree_a, cache / "envA", editable, pinned, progress)

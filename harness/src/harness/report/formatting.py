@@ -16,6 +16,7 @@ from harness.bench_schema import (
     THRESHOLD_KEY,
     UNIT_KEY,
     VALUE_KEY,
+    WORK_KEYS,
     short_name,
 )
 from harness.report.compare import SECTIONS, BenchmarkComparison, ComparisonResult
@@ -193,7 +194,7 @@ def method(result: ComparisonResult, history_runs: int) -> str:
         "limit must pass this both raw and normalized by the limit (per-round ratios to the limit round taken beside "
         "it), else it is unchanged: a change that moves the limit too is the machine's. Drifted: its level crept up "
         "beyond the threshold over the stored runs (Theil-Sen trend, over the runs of the same work). A benchmark "
-        "whose work (size_bytes, elements, shape) changed is not judged, and an entry whose limit's work changed is "
+        f"whose work ({', '.join(WORK_KEYS)}) changed is not judged, and an entry whose limit's work changed is "
         f"compared raw only; {history_runs} history run(s)."
     )
 
