@@ -206,6 +206,25 @@ def test_a_b_run_flags_the_twice_slower_working_tree_and_lists_new_and_missing(r
     assert html.index("A (git ref)") < html.index("B (working tree)")
 
 
+def test_an_entry_that_does_more_work_per_call_is_not_judged_after_one_look(root, capsys):
+    """The same benchmark doing four times the work per call on B (its size_bytes say so) is not a slowdown: it is
+    "not judged: work changed" on the live line and in the report, after the first look."""
+    sized = """
+    @pytest.mark.benchmark(group="sized")
+    def test_sized(benchmark):
+        benchmark(work, N)
+        benchmark.extra_info.update(unit="us/call", value=benchmark.stats.stats.median * 1e6, size_bytes=N)
+    """
+    _commit_suite(root, extra=sized)
+    write_suite(root, n=80000, extra=sized)
+    assert run_bench(root, "--against", "HEAD", "-k", "sized") == 0
+    assert "sized  " in (out := capsys.readouterr().out) and "not judged (work changed)" in out
+    [entry] = [b for b in report(root)["benchmarks"] if b["name"] == "test_sized"]
+    assert entry["verdict"] == "unjudged" and "size_bytes 20000 -> 80000" in entry["note"]
+    b = json.loads((root / "out" / "ab" / "B.json").read_text())
+    assert [len(r["options"]["pair_rounds"]) for r in b["benchmarks"] if r["name"] == "test_sized"] == [6]  # one look
+
+
 def test_an_entry_twice_as_slow_in_some_process_pairs_only_is_not_judged(root):
     """A state some processes fall into (here: the hash seeds 0 and 1 of 18 process pairs) is not a change of the
     code: the pair values scatter, the t-test across them cannot establish a change, and after every look the entry is

@@ -42,7 +42,7 @@ __all__ = [
     "ENTRY", "HIGHER_IS_BETTER_KEY", "LIMIT", "LIMIT_KEY", "MODE_AB", "MODE_STORED", "PAIRED_LIMIT_KEY", "PEER",
     "PEER_KEY", "PER_CALL_KEY", "REFERENCE_KEY", "ROLES", "ROLE_KEY", "RUN_KEY", "SHARED_DIR_ENV",
     "SINGLE_THREAD_ENV", "THREADS_KEY", "THRESHOLD_KEY", "TIME_UNITS", "UNIT_KEY", "VALUE_KEY", "WORK_KEYS",
-    "check_role", "finite_float", "role_of", "short_name", "threshold_fraction",
+    "check_role", "finite_float", "role_of", "short_name", "threshold_fraction", "work_change",
 ]
 
 ROLE_KEY = "role"
@@ -135,3 +135,32 @@ def threshold_fraction(value: object, source: str) -> float:
     if not math.isfinite(fraction) or fraction <= 0:
         raise ValueError(f"{where}threshold {value!r} must be a fraction > 0 (e.g. 0.1 or '10%')")
     return fraction
+
+
+def work_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> str | None:
+    """How the work of one call differs between two records' ``extra_info``, e.g. ``'elements 4194304 -> 1048576'``:
+    the first of WORK_KEYS set (not null) in both to values that differ as JSON would hold them (4 equals 4.0, NaN
+    equals NaN, a tuple its list); None when none differs (a key on one side only says nothing)."""
+    for key in WORK_KEYS:
+        old, new = before.get(key), after.get(key)
+        if old is not None and new is not None and _as_json(old) != _as_json(new):
+            return f"{key} {_cut(repr(old))} -> {_cut(repr(new))}"
+    return None
+
+
+def _cut(text: str, limit: int = 100) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _as_json(value: Any) -> Any:
+    """``value`` as decoded JSON compares: numbers by value (NaN as a string, so that it equals itself), tuples as
+    lists, anything else by its repr."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return "NaN" if value != value else value
+    if isinstance(value, (list, tuple)):
+        return [_as_json(item) for item in value]
+    if isinstance(value, Mapping):
+        return {str(k): _as_json(v) for k, v in value.items()}
+    return repr(value)

@@ -19,13 +19,13 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
 
-from harness.bench_schema import ENTRY, MODE_AB, short_name
-from harness.gate import ROUND_SECONDS, ROUNDS, Decision, Settings, decide, pair_values, worth_more_pairs
+from harness.bench_schema import ENTRY, MODE_AB, short_name, work_change
+from harness.gate import ROUND_SECONDS, ROUNDS, Decision, Settings, Verdict, decide, pair_values, worth_more_pairs
 from harness.paired.cpus import CpuChooser
 from harness.paired.engine import STOP_BUDGET, Budget, RoundFailed, Rounds, Side
 from harness.paired.process import WorkerError, WorkerProcess, describe_status
@@ -152,6 +152,12 @@ class _Look:
         times = self.outcome.rounds.times if self.outcome.rounds else ()
         return [list(t) for t, s in zip(times, self.sides) if s == side]
 
+    def work_change(self) -> str | None:
+        """How B's work per call differs from A's (``harness.bench_schema.work_change`` of what their first workers
+        recorded), or None."""
+        first = {side: self.outcome.finished[self.sides.index(side)] for side in (0, 1)}
+        return work_change(first[0].extra_info, first[1].extra_info)
+
     def by_side(self) -> dict[int, Finished]:
         """How each side ended: a failure of one of its workers first, then a skip (a later group of the look may
         skip where an earlier one passed), then a pass."""
@@ -187,7 +193,8 @@ class _Run:
             self.records[side].append(self._record(nodeid, looks, side, collected[side].clock, threads))
         low, high = decision.interval
         extra = "" if role == ENTRY else f", {role}"
-        verdict = "not judged (inconclusive)" if decision.verdict.value == "unjudged" else decision.verdict.value
+        verdict = (f"not judged ({decision.reason.split(':')[0]})" if decision.verdict is Verdict.UNJUDGED
+                   else decision.verdict.value)
         self.progress(f"  {short_name(nodeid)}  {decision.change:+.1%} [{low:+.1%}, {high:+.1%}] {verdict} "
                       f"({decision.pairs} process pairs{extra})")
 
@@ -220,6 +227,8 @@ class _Run:
             values = _values(looks)
             decision = decide(values, min_effect=self.settings.min_effect, level=self.level,
                               confidence=self.settings.confidence)
+            if (changed := look.work_change()) is not None:  # the report judges it so too (BenchmarkRecord)
+                return looks, replace(decision, verdict=Verdict.UNJUDGED, reason=f"work changed: {changed}")
             if decision.decided or len(looks) >= most:
                 return looks, decision
             if not worth_more_pairs(values, most * self.settings.process_pairs, min_effect=self.settings.min_effect,

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.bench_schema import PAIRED_LIMIT_KEY, RUN_KEY, WORK_KEYS, finite_float
-from harness.report.errors import ReportInputError, shorten
+from harness.bench_schema import PAIRED_LIMIT_KEY, RUN_KEY, finite_float, work_change
+from harness.report.errors import ReportInputError
 
 SUPPORTED_MAJORS = (4, 5)
 MAX_RUN_FILE_BYTES = 256 << 20  # a whole-suite A/B run file with every round is under 1 MiB
@@ -68,28 +68,9 @@ class BenchmarkRecord:
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def work_change(self, before: BenchmarkRecord) -> str | None:
-        """How this record's work differs from ``before``'s, e.g. ``'elements 4194304 -> 1048576'``: the first of
-        WORK_KEYS set (not null) in both ``extra_info`` to values that differ (as JSON would hold them: 4 equals 4.0,
-        NaN equals NaN, a tuple its list); None when none differs (a key on one side only says nothing)."""
-        for key in WORK_KEYS:
-            old, new = before.extra_info.get(key), self.extra_info.get(key)
-            if old is not None and new is not None and _as_json(old) != _as_json(new):
-                return f"{key} {shorten(repr(old), 100)} -> {shorten(repr(new), 100)}"
-        return None
-
-
-def _as_json(value: Any) -> Any:
-    """``value`` as decoded JSON compares: numbers by value (NaN as a string, so that it equals itself), tuples as
-    lists, anything else by its repr."""
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return value
-    if isinstance(value, (int, float)):
-        return "NaN" if value != value else value
-    if isinstance(value, (list, tuple)):
-        return [_as_json(item) for item in value]
-    if isinstance(value, Mapping):
-        return {str(k): _as_json(v) for k, v in value.items()}
-    return repr(value)
+        """How this record's work differs from ``before``'s (``harness.bench_schema.work_change`` of their
+        ``extra_info``), e.g. ``'elements 4194304 -> 1048576'``; None when it does not."""
+        return work_change(before.extra_info, self.extra_info)
 
 
 @dataclass(frozen=True)
