@@ -206,6 +206,16 @@ def test_a_b_run_flags_the_twice_slower_working_tree_and_lists_new_and_missing(r
     assert html.index("A (git ref)") < html.index("B (working tree)")
 
 
+def test_a_b_of_an_installed_suite_without_an_editable_install_is_refused(root, capsys):
+    """This test's repository has no package installed editable, so both sides would import the one installed
+    ``harness.benchmarks``: an A/B run would compare B with B. It is refused before any worker starts."""
+    _commit_suite(root)
+    assert bench.main(["--suite", "harness.benchmarks", "--out", str(root / "out"), "--against", "HEAD"]) == 2
+    captured = capsys.readouterr()
+    assert "A would run B's code" in captured.err and "starting" not in captured.out
+    assert not (root / "out" / "logs").exists()
+
+
 def test_an_entry_that_does_more_work_per_call_is_not_judged_after_one_look(root, capsys):
     """The same benchmark doing four times the work per call on B (its size_bytes say so) is not a slowdown: it is
     "not judged: work changed" on the live line and in the report, after the first look."""

@@ -334,6 +334,11 @@ def _ab_locked(args: argparse.Namespace, store: RunStore, pytest_args: list[str]
     ref = args.against or default_ref(_baseline_commit(store))
     started = time.perf_counter()
     sides = prepare_sides(ref, AB_CACHE, _progress)
+    if sides.shared_interpreter and not isinstance(_suite(args.suite), Path):
+        raise ReportInputError(f"A/B mode needs this repository's packages installed editable in this interpreter "
+                               f"({sys.executable}): without that both sides import the one installed "
+                               f"{args.suite}, and A would run B's code. Run `nox -s bench -- --against {ref}`, which "
+                               "installs them editable, or `pip install -e` them here")
     print(f"harness bench: A/B mode: A = {ref} ({sides.sha[:12]}), B = the working tree ({sides.b_commit[:12]}"
           f"{', with uncommitted changes' if sides.b_dirty else ''}) (ready in {time.perf_counter() - started:.0f} s)",
           flush=True)

@@ -103,6 +103,7 @@ class Sides:
     b_commit: str = ""
     b_dirty: bool = False
     branch: str = ""
+    shared_interpreter: bool = False  # no editable install: both sides import the packages this interpreter has
 
     def commit_infos(self) -> tuple[dict[str, object], dict[str, object]]:
         """The ``commit_info`` of the A and the B run file: each side's commit, named as the user gave it (the
@@ -181,7 +182,8 @@ def prepare_sides(ref: str, cache: Path, progress: Callable[[str], None]) -> Sid
             for tree, python, workdir in zip((tree_a, tree_b), pythons, workdirs))
     dirty = bool(_git("status", "--porcelain", cwd=top))  # untracked files count: a new benchmark runs on B
     branch = _git("rev-parse", "--abbrev-ref", "HEAD", cwd=top)
-    return Sides(ref, sha, a, b, _git("rev-parse", "HEAD", cwd=top), dirty, "" if branch == "HEAD" else branch)
+    return Sides(ref, sha, a, b, _git("rev-parse", "HEAD", cwd=top), dirty, "" if branch == "HEAD" else branch,
+                 shared_interpreter=not editable)
 
 
 # the files pytest looks for in a directory, in its order (pytest >= 9 also reads pytest.toml and .pytest.toml; an
