@@ -200,7 +200,7 @@ def test_a_b_run_flags_the_twice_slower_working_tree_and_lists_new_and_missing(r
     markdown = (root / "out" / "report.md").read_text()
     assert f"**A** = HEAD ({head[:12]})" in markdown and "docs/benchmark-gate.md" in markdown
     # the runs table lists A first, as the rest of the report does, and each column holds its own side's commit
-    assert "| | A (git ref) | B (working tree) |" in markdown
+    assert "| | A (git ref) | B (working tree) |" in markdown and "| time change (+ = B slower) |" in markdown
     assert re.search(rf"\| commit \| {head[:12]}[^|]*\| [0-9a-f]{{12}}[^|]*dirty \|", markdown)
     html = (root / "out" / "report.html").read_text()
     assert html.index("A (git ref)") < html.index("B (working tree)")

@@ -144,7 +144,8 @@ def ab_table(result: ComparisonResult) -> tuple[list[str], list[list[str]], froz
         rank = 0 if c.ratio is not None else 1 if c.current and c.baseline else 2
         return rank, -(c.ratio or 0.0), c.fullname
 
-    head = ["benchmark", "change", f"{result.confidence:.0%} interval", "verdict", "A", "B", "pairs", "note"]
+    head = ["benchmark", "time change (+ = B slower)", f"{result.confidence:.0%} interval", "verdict", "A", "B", "pairs",
+            "note"]
     rows = []
     for c in sorted(result.comparisons, key=key):
         note = "" if c.verdict.value == "unchanged" and c.role == ENTRY else (c.note or "")
