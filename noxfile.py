@@ -30,6 +30,7 @@ CLOUD_TESTS = "packages/runtime-backends/tests/cloud"
 CLOUD_BACKENDS = "CLOUD:CPU,CLOUD:PYTHON"
 CLOUD_FUZZ_EXAMPLES = "2000"  # per property test; 6 of them: 12,000 fuzz cases per tests-cloud run
 NVRTC_DEPS = ["cuda-bindings>=12", "nvidia-cuda-nvrtc"]
+TINYGRAD = "tinygrad==0.10.2"  # the reference system: CLOUD interop tests and the bench's peers
 CI_ENV = {"HARNESS_REQUIRE_TESTS": "1"}  # every pytest run: a run in which no test executed fails
 GCC_CPU_TESTS = "cpu or CPU or elf or execmem"
 # the DISK backend's test modules are picked by name, so a new one runs without an edit here (or in tox.ini)
@@ -143,7 +144,7 @@ def tests_cloud(session: nox.Session) -> None:
     an in-process server. Extra arguments go to both pytest runs.
     """
     require_c_compiler(session)
-    install_packages(session, *TEST_DEPS)
+    install_packages(session, *TEST_DEPS, TINYGRAD)  # tinygrad's own client and server: the interop tests
     run_pytest(session, CLOUD_TESTS, env={"CLOUD_FUZZ_EXAMPLES": CLOUD_FUZZ_EXAMPLES})
     run_pytest(session, *SUITES, "--backends", CLOUD_BACKENDS, "--strict-backends", env={})
 
@@ -159,7 +160,7 @@ def bench(session: nox.Session) -> None:
     not know go after a second `--`.
     """
     require_c_compiler(session)
-    install_packages(session, *TEST_DEPS, *NVRTC_DEPS, "numba", "tinygrad==0.10.2")  # peers: numba, tinygrad
+    install_packages(session, *TEST_DEPS, *NVRTC_DEPS, "numba", TINYGRAD)  # peers: numba, tinygrad
     session.run("python", "-m", "harness", "bench", *session.posargs, env=CI_ENV)
 
 
