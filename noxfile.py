@@ -144,7 +144,8 @@ def tests_cloud(session: nox.Session) -> None:
     an in-process server. Extra arguments go to both pytest runs.
     """
     require_c_compiler(session)
-    install_packages(session, *TEST_DEPS, TINYGRAD)  # tinygrad's own client and server: the interop tests
+    # tinygrad's own client and server: the interop tests (NVRTC: ours serves them on the mock GPU's CUDA too)
+    install_packages(session, *TEST_DEPS, *NVRTC_DEPS, TINYGRAD)
     run_pytest(session, CLOUD_TESTS, env={"CLOUD_FUZZ_EXAMPLES": CLOUD_FUZZ_EXAMPLES})
     run_pytest(session, *SUITES, "--backends", CLOUD_BACKENDS, "--strict-backends", env={})
 
