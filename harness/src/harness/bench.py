@@ -176,11 +176,8 @@ def _terminated(signum: int, frame: object) -> None:
 
 def _check_promote(args: argparse.Namespace, pytest_args: list[str]) -> None:
     """Refuse options that ``--promote`` (which runs nothing) cannot take: ReportInputError."""
-    given = [flag for flag, value in (("--against", args.against), ("--process-pairs", args.process_pairs),
-                                      ("--looks", args.looks), ("--references", args.references or None),
-                                      ("--plant-slowdown", args.plant_slowdown), ("--alpha", args.alpha),
-                                      ("--min-effect", args.min_effect), ("--budget", args.budget)) if value is not None]
-    if given:
+    if given := _given(args, "--against", "--process-pairs", "--looks", "--references", "--plant-slowdown", "--alpha",
+                       "--min-effect", "--budget"):
         raise ReportInputError(f"--promote runs nothing: it takes no {', '.join(given)}")
     if pytest_args or args.save_baseline:
         raise ReportInputError("--promote runs nothing and promotes the whole file: it takes no pytest "
@@ -215,16 +212,18 @@ def _check_mode_options(args: argparse.Namespace, pytest_args: list[str]) -> Non
                                    f"({min_effect:.0%}): no entry could be flagged; plant at least "
                                    f"{1 + min_effect:g}, e.g. 1.05")
         return
-    given = [flag for flag, value in (("--process-pairs", args.process_pairs), ("--looks", args.looks),
-                                      ("--references", args.references or None), ("--alpha", args.alpha),
-                                      ("--min-effect", args.min_effect)) if value is not None]
-    if given:
+    if given := _given(args, "--process-pairs", "--looks", "--references", "--alpha", "--min-effect"):
         raise ReportInputError(f"{', '.join(given)}: A/B mode's (--against REF), not stored-baseline mode's, which "
                                "times each entry beside its limit in one pair of workers of the working tree and "
                                "judges against --threshold")
     if args.plant_slowdown:
         raise ReportInputError("--plant-slowdown needs A/B mode (--against REF): it stretches the working tree's "
                                "rounds against the unchanged ref")
+
+
+def _given(args: argparse.Namespace, *flags: str) -> list[str]:
+    """Those of ``flags`` given on the command line: their options default to None (or False, for a switch)."""
+    return [flag for flag in flags if getattr(args, flag.lstrip("-").replace("-", "_")) not in (None, False)]
 
 
 _REPORT_FILES = ("report.md", "report.html", "report.json", "ab/A.json", "ab/B.json")

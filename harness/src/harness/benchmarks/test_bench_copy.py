@@ -100,7 +100,10 @@ def test_copy(benchmark: Any, device: str, device_buffers: MakeBuffer, rng: np.r
     t_out = sum(probe(copyouts)[1] for _ in pairs)
     for i, (src, dst) in enumerate(pairs):
         check_equal(dst, src, f"{device}: copyin then copyout of {nbytes} bytes (buffer {i}) changed them")
-    run(benchmark, copyins if direction == "copyin" else copyouts, (t_in if direction == "copyin" else t_out) / len(pairs))
+    if direction == "copyin":
+        run(benchmark, copyins, t_in / len(pairs))
+    else:
+        run(benchmark, copyouts, t_out / len(pairs))
     record_rate(benchmark, device, {"GB/s": nbytes / 1e9}, size_bytes=nbytes, direction=direction,
                 buffer_sets=len(pairs))
 
@@ -125,16 +128,8 @@ def _copy_cache_hot(benchmark: Any, device: str, device_buffers: MakeBuffer, rng
 @pytest.mark.parametrize("nbytes", SIZES)
 @pytest.mark.bench_role("limit", reference="numpy.copyto of the same bytes")
 def test_copy_limit_numpy_copyto(benchmark: Any, rng: np.random.Generator, nbytes: int) -> None:
-    if nbytes <= CACHE_HOT_BYTES:  # the destination stays put, the source sweeps the page as an entry's host side does
-        sources = page_offset_views(random_bytes(rng, nbytes + 2 * PAGE), nbytes)
-        dst = np.ones(nbytes, dtype=np.uint8)
-        for src in sources:
-            np.copyto(dst, src)
-            check_equal(dst, src)
-        copy = _sweep(lambda src: np.copyto(dst, src), sources)
-        run(benchmark, copy, probe(copy)[1])
-        record_rate(benchmark, HOST, {"GB/s": nbytes * len(sources) / 1e9}, size_bytes=nbytes,
-                    page_offsets=len(sources))
+    if nbytes <= CACHE_HOT_BYTES:
+        _copyto_cache_hot(benchmark, rng, nbytes)
         return
     pairs = _host_pairs(rng, nbytes)
     copy = _rotating([lambda s=s, d=d: np.copyto(d, s) for s, d in pairs])
@@ -143,3 +138,16 @@ def test_copy_limit_numpy_copyto(benchmark: Any, rng: np.random.Generator, nbyte
         check_equal(dst, src)
     run(benchmark, copy, t / len(pairs))
     record_rate(benchmark, HOST, {"GB/s": nbytes / 1e9}, size_bytes=nbytes, buffer_sets=len(pairs))
+
+
+def _copyto_cache_hot(benchmark: Any, rng: np.random.Generator, nbytes: int) -> None:
+    """The limit of a cache-hot copy: the destination stays put, the source sweeps the page offsets as an entry's host
+    side does (``page_offset_views``)."""
+    sources = page_offset_views(random_bytes(rng, nbytes + 2 * PAGE), nbytes)
+    dst = np.ones(nbytes, dtype=np.uint8)
+    for src in sources:
+        np.copyto(dst, src)
+        check_equal(dst, src)
+    copy = _sweep(lambda src: np.copyto(dst, src), sources)
+    run(benchmark, copy, probe(copy)[1])
+    record_rate(benchmark, HOST, {"GB/s": nbytes * len(sources) / 1e9}, size_bytes=nbytes, page_offsets=len(sources))
