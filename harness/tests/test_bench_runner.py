@@ -471,6 +471,15 @@ def test_a_b_options_in_stored_mode_are_refused_not_ignored(root, capsys, extra)
     assert "--references" in err or "--references" not in extra
 
 
+@pytest.mark.parametrize("extra", [["--threshold", "0.1"], ["--keep-runs", "5"]])
+def test_stored_mode_options_in_a_b_mode_are_refused_not_ignored(root, capsys, extra):
+    write_suite(root)
+    assert run_bench(root, "--against", "HEAD", *extra) == 2  # even at its default value: it was given
+    err = capsys.readouterr().err
+    assert f"{extra[0]}: stored-baseline mode's, not A/B mode's" in err
+    assert not (root / "out" / "report.md").exists()
+
+
 def test_looks_given_as_a_superscript_digit_gets_the_options_own_message(root, capsys):
     with pytest.raises(SystemExit) as exc:
         run_bench(root, "--against", "HEAD", "--looks", "\u00b2")
@@ -482,6 +491,7 @@ def test_looks_given_as_a_superscript_digit_gets_the_options_own_message(root, c
     (["--save-baseline"], "(got --save-baseline)"),
     (["--alpha", "0.05", "--budget", "3"], "--promote runs nothing: it takes no --alpha, --budget"),
     (["--min-effect", "5%"], "--promote runs nothing: it takes no --min-effect"),
+    (["--threshold", "20%", "--keep-runs", "3"], "--promote runs nothing: it takes no --threshold, --keep-runs"),
 ])
 def test_promote_takes_no_selection_or_save_baseline(root, capsys, extra, why):
     (root / "run.json").write_text("{}")

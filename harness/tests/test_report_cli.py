@@ -57,7 +57,7 @@ def test_stored_mode_reports_a_planted_slowdown_as_a_trend_writes_all_reports_an
     assert status == 0  # a stored baseline informs; only an A/B run gates (docs/benchmark-gate.md)
     terminal = capsys.readouterr().out
     assert "TREND (no gate): 1 regressed, 0 drifted, 0 improved, 0 limits/peers moved, 1 unchanged, 0 new, 0 missing" in terminal
-    assert re.search(r"REGRESSED +bench\.py::test_copy\[1MiB\] +x1\.2", terminal)
+    assert re.search(r"REGRESSED +copy\[1MiB\] +x1\.2", terminal)  # the short name, as in every report
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["failed"] is False
     assert report["counts"] == {"regressed": 1, "drifted": 0, "improved": 0, "moved": 0, "unjudged": 0,
@@ -309,13 +309,29 @@ def test_a_ctrl_c_while_a_command_imports_is_one_line_and_status_130(monkeypatch
     assert err == "python -m harness bench: interrupted (Ctrl-C) while starting; nothing was run\n"
 
 
-def test_the_method_links_the_gate_doc_relative_to_where_the_report_is(tmp_path):
-    """The link in report.md and report.html resolves from the report's own folder to docs/benchmark-gate.md."""
-    from harness.report.cli import gate_doc_href
+def test_the_method_links_the_gate_doc_relative_to_where_the_report_is(tmp_path, monkeypatch):
+    """Without a GitHub or GitLab origin, the link in report.md and report.html resolves from the report's own folder
+    to docs/benchmark-gate.md."""
+    from harness.report import cli
 
+    monkeypatch.setattr(cli, "_origin", lambda root: "https://example.org/team/runtime.git")
     for out in (Path("reports"), Path("reports/ab/deep"), tmp_path):
-        href = gate_doc_href(out)
+        href = cli.gate_doc_href(out)
         assert (out.resolve() / href).resolve() == (Path(__file__).resolve().parents[2] / "docs/benchmark-gate.md")
+
+
+@pytest.mark.parametrize(("remote", "url"), [
+    ("git@github.com:acme/runtime.git", "https://github.com/acme/runtime/blob/HEAD/docs/benchmark-gate.md"),
+    ("https://ci-token@github.com/acme/runtime", "https://github.com/acme/runtime/blob/HEAD/docs/benchmark-gate.md"),
+    ("ssh://git@gitlab.com/acme/gpu/runtime.git",
+     "https://gitlab.com/acme/gpu/runtime/-/blob/HEAD/docs/benchmark-gate.md"),
+])
+def test_with_a_github_or_gitlab_origin_the_gate_doc_link_works_in_a_pull_request_comment(tmp_path, monkeypatch,
+                                                                                           remote, url):
+    from harness.report import cli
+
+    monkeypatch.setattr(cli, "_origin", lambda root: remote)
+    assert cli.gate_doc_href(tmp_path) == url
 
 
 def test_a_benchmark_that_failed_on_the_working_tree_fails_the_report(tmp_path):

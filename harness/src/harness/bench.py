@@ -55,7 +55,7 @@ from harness.paired.runfile import run_document
 from harness.paired.session import WorkerSpec, open_workers
 from harness.paired.stored import ENTRY_BUDGET, run_stored
 from harness.report import ReportInputError, parse_run
-from harness.report.cli import add_verdict_arguments, finish, parse_probability_option, write_report
+from harness.report.cli import add_verdict_arguments, finish, parse_probability_option, threshold_of, write_report
 from harness.report.storage import RunStore, drift_since, drift_window
 
 __all__ = ["AB_CACHE", "BASELINE_DIR_ENV", "DEFAULT_BASELINE_DIR", "KEEP_RUNS", "build_parser", "main", "worker_args"]
@@ -111,7 +111,7 @@ def build_parser(prog: str = "python -m harness bench") -> ArgumentParser:
     parser.add_argument("--save-partial-baseline", action="store_true",
                         help="store this run as the baseline even when pytest arguments select a subset (with --promote: "
                         "promote a run that ran a selection)")
-    parser.add_argument("--keep-runs", type=_positive_int, default=KEEP_RUNS, metavar="N",
+    parser.add_argument("--keep-runs", type=_positive_int, metavar="N",
                         help=f"keep the newest N run files in <out>/runs, deleting older ones (default {KEEP_RUNS})")
     parser.add_argument("--baseline-dir", metavar="DIR",
                         help=f"directory of <machine_id>.json baselines (default: ${BASELINE_DIR_ENV}, else "
@@ -177,7 +177,7 @@ def _terminated(signum: int, frame: object) -> None:
 def _check_promote(args: argparse.Namespace, pytest_args: list[str]) -> None:
     """Refuse options that ``--promote`` (which runs nothing) cannot take: ReportInputError."""
     if given := _given(args, "--against", "--process-pairs", "--looks", "--references", "--plant-slowdown", "--alpha",
-                       "--min-effect", "--budget"):
+                       "--min-effect", "--budget", "--threshold", "--keep-runs"):
         raise ReportInputError(f"--promote runs nothing: it takes no {', '.join(given)}")
     if pytest_args or args.save_baseline:
         raise ReportInputError("--promote runs nothing and promotes the whole file: it takes no pytest "
@@ -206,6 +206,9 @@ def _check_mode_options(args: argparse.Namespace, pytest_args: list[str]) -> Non
         if args.save_baseline or args.save_partial_baseline:
             raise ReportInputError("--save-baseline belongs to stored-baseline mode: an A/B run judges the working "
                                    "tree against a ref and stores no run; drop --against, or --save-baseline")
+        if given := _given(args, "--threshold", "--keep-runs"):
+            raise ReportInputError(f"{', '.join(given)}: stored-baseline mode's, not A/B mode's (--against REF), "
+                                   "which judges with --min-effect and stores no run file")
         min_effect = MIN_EFFECT if args.min_effect is None else args.min_effect
         if args.plant_slowdown and args.plant_slowdown < 1 + min_effect:
             raise ReportInputError(f"--plant-slowdown {args.plant_slowdown:g} is below the minimum effect "
@@ -301,7 +304,7 @@ def _stored(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -
         since = current.datetime.isoformat() if args.accept_drift else drift_since(baseline)
         saved = store.save_baseline(run_file, current, since)
     report, written = write_report(current, baseline, drift_window(history, baseline), out=args.out,
-                                   threshold=args.threshold, min_effect=args.min_effect,
+                                   threshold=threshold_of(args), min_effect=args.min_effect,
                                    saved_baseline=str(saved) if saved else None, warnings=skipped)
     status = finish(report, written, no_fail=args.no_fail)
     if saved is not None:
@@ -378,9 +381,8 @@ def _ab_locked(args: argparse.Namespace, store: RunStore, pytest_args: list[str]
                                "skipped or deselected (see above); no report was written")
     baseline, current = (parse_run(doc, str(path)) for path, doc in zip(files, result.documents))
     warnings = [f"failed on A (the ref) only: {name}" for name in result.failed[0] if name not in result.failed[1]]
-    report, written = write_report(current, baseline, [], out=out, threshold=args.threshold,
-                                   min_effect=args.min_effect, alpha=settings.alpha, warnings=warnings,
-                                   broken=sorted(result.failed[1]))
+    report, written = write_report(current, baseline, [], out=out, min_effect=args.min_effect, alpha=settings.alpha,
+                                   warnings=warnings, broken=sorted(result.failed[1]))
     status = finish(report, written, no_fail=args.no_fail)
     if result.failed[1]:
         return _failures(result.failed[1], "the report above covers the benchmarks that ran")
@@ -449,7 +451,7 @@ def _store(args: argparse.Namespace) -> RunStore:
         baselines, hint = Path(from_env), f"${BASELINE_DIR_ENV}"
     else:
         baselines, hint = DEFAULT_BASELINE_DIR, "the default baseline dir"
-    return RunStore(Path(args.out) / "runs", baselines, args.keep_runs, hint)
+    return RunStore(Path(args.out) / "runs", baselines, KEEP_RUNS if args.keep_runs is None else args.keep_runs, hint)
 
 
 def _baseline_commit(store: RunStore) -> str | None:

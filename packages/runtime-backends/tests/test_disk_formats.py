@@ -75,7 +75,8 @@ def test_truncated_or_foreign_npy_files_are_refused(tmp_path):
 
 
 def test_safetensors_tensors_match_the_safetensors_reader(tmp_path, rng):
-    st = pytest.importorskip("safetensors.numpy", reason="the safetensors package is the reference reader")
+    st = pytest.importorskip("safetensors.numpy",
+                             reason="the safetensors package is the reference reader (nox -s tests-disk installs it)")
     tensors = {"w": rng.standard_normal((4, 9)).astype(np.float32), "b": rng.integers(-9, 9, 7).astype(np.int64),
                "h": rng.standard_normal(3).astype(np.float16), "m": np.array([True, False, True])}
     path = tmp_path / "m.safetensors"

@@ -211,7 +211,8 @@ def test_a_header_in_another_encoding_than_utf8_is_refused(path, made, encoding)
 def test_whatever_is_read_the_safetensors_reference_reads_the_same(path, made, data):
     """Mutated headers: every one this reader accepts, the reference reader (the ``safetensors`` package) accepts too,
     with the same names, shapes and byte ranges: nothing malformed is accepted silently."""
-    reference = pytest.importorskip("safetensors", reason="the safetensors package is the reference reader")
+    reference = pytest.importorskip("safetensors",
+                             reason="the safetensors package is the reference reader (nox -s tests-disk installs it)")
     header, payload = made
     name = data.draw(st.sampled_from([n for n in header if n != "__metadata__"]))
     field = data.draw(st.sampled_from(["dtype", "shape", "data_offsets"]))

@@ -11,13 +11,15 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
+import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from harness.cli_args import ArgumentParser
-from harness.report.compare import DEFAULT_MIN_EFFECT, ComparisonResult, compare
+from harness.report.compare import DEFAULT_MIN_EFFECT, DEFAULT_THRESHOLD, ComparisonResult, compare
 from harness.report.errors import ReportInputError
 from harness.report.formatting import GATE_DOC
 from harness.report.history import load_history
@@ -29,7 +31,8 @@ from harness.report.render_md import render_markdown
 from harness.report.render_text import render_text
 from harness.report.thresholds import parse_threshold
 
-__all__ = ["add_verdict_arguments", "build_parser", "finish", "main", "parse_probability_option", "write_report"]
+__all__ = ["add_verdict_arguments", "build_parser", "finish", "main", "parse_probability_option", "threshold_of",
+           "write_report"]
 
 
 def add_verdict_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,10 +41,10 @@ def add_verdict_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--threshold",
         type=parse_fraction_option,
-        default=0.10,
+        default=None,
         metavar="T",
-        help="stored-baseline mode's default regression threshold: '10%%' or 0.1 (a benchmark's "
-        "@pytest.mark.bench_threshold overrides it)",
+        help=f"stored-baseline mode's default regression threshold: '10%%' or 0.1 (default "
+        f"{DEFAULT_THRESHOLD * 100:g}%%; a benchmark's @pytest.mark.bench_threshold overrides it)",
     )
     parser.add_argument(
         "--min-effect",
@@ -51,6 +54,12 @@ def add_verdict_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"A/B mode's smallest change worth a verdict (default: what the A/B run used, else "
              f"{DEFAULT_MIN_EFFECT * 100:g}%%)",
     )
+
+
+def threshold_of(args: argparse.Namespace) -> float:
+    """The --threshold given, else DEFAULT_THRESHOLD (the option defaults to None so that a command can tell it was
+    given, and refuse it where it would be ignored)."""
+    return DEFAULT_THRESHOLD if args.threshold is None else args.threshold
 
 
 def build_parser(prog: str = "python -m harness report") -> ArgumentParser:
@@ -81,7 +90,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness repor
         history, skipped = load_history(args.history, exclude=args.current, machine=current) if args.history else ([], [])
         for line in skipped:
             print(f"harness report: warning: {line}", file=sys.stderr)
-        result, written = write_report(current, baseline, history, threshold=args.threshold, min_effect=args.min_effect,
+        result, written = write_report(current, baseline, history, threshold=threshold_of(args), min_effect=args.min_effect,
                                        alpha=args.alpha, out=args.out, warnings=skipped)
     except ReportInputError as exc:
         print(f"harness report: error: {exc}", file=sys.stderr)
@@ -95,7 +104,7 @@ def write_report(
     history: Sequence[BenchmarkRun],
     *,
     out: str | Path,
-    threshold: float = 0.10,
+    threshold: float = DEFAULT_THRESHOLD,
     min_effect: float | None = None,
     alpha: float | None = None,
     saved_baseline: str | None = None,
@@ -123,11 +132,40 @@ def write_report(
 
 
 def gate_doc_href(out: str | Path) -> str:
-    """The gate's design document as a path relative to the report directory ``out`` (so the link works where the
-    reports are opened or committed), when this harness runs from a checkout that has it; else the path from the
-    repository root."""
-    doc = Path(__file__).resolve().parents[4] / GATE_DOC
-    return os.path.relpath(doc, Path(out).resolve()) if doc.is_file() else GATE_DOC
+    """Where the report links the gate's design document. From a checkout whose ``origin`` is on GitHub or GitLab: its
+    page there (``blob/HEAD``, the default branch), so the link still works in report.md pasted into a pull request's
+    comment; from another checkout: the path relative to the report directory ``out`` (it works where the reports are
+    opened); without the document (an installed harness): the path from the repository root."""
+    root = Path(__file__).resolve().parents[4]
+    if not (root / GATE_DOC).is_file():
+        return GATE_DOC
+    return forge_file_url(_origin(root), GATE_DOC) or os.path.relpath(root / GATE_DOC, Path(out).resolve())
+
+
+_FORGE = re.compile(r"^(?:https://(?:[^@/]+@)?|ssh://git@|git@)(github\.com|gitlab\.com)[:/](.+?)(?:\.git)?/?$")
+
+
+def forge_file_url(remote: str | None, path: str) -> str | None:
+    """The web page of file ``path`` (from the repository root) on the default branch of a GitHub or GitLab repository
+    whose git remote URL is ``remote`` (https, ``ssh://git@`` or scp-like ``git@host:owner/repo.git``), e.g.
+    'https://github.com/owner/repo/blob/HEAD/docs/x.md'; None for another host or no remote."""
+    match = _FORGE.match(remote.strip()) if remote else None
+    if match is None:
+        return None
+    host, repo = match.groups()
+    return f"https://{host}/{repo}{'/-' if host == 'gitlab.com' else ''}/blob/HEAD/{path}"
+
+
+def _origin(root: Path) -> str | None:
+    """``git remote get-url origin`` of the checkout at ``root``; None without git, a repository or that remote."""
+    try:
+        done = subprocess.run(["git", "-C", str(root), "remote", "get-url", "origin"], capture_output=True, text=True,
+                              timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip() or None
 
 
 def finish(result: ComparisonResult, written: Sequence[Path], *, no_fail: bool) -> int:

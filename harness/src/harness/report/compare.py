@@ -37,8 +37,8 @@ from harness.report.machine import machine_id, machine_mismatch
 from harness.report.stats import SampleComparison, compare_normalized, compare_records, compare_samples, unit_log_ratios
 from harness.report.thresholds import parse_threshold
 
-__all__ = ["DEFAULT_MIN_EFFECT", "NO_BASELINE_NOTE", "SECTIONS", "BenchmarkComparison", "ComparisonResult", "Section",
-           "compare"]
+__all__ = ["DEFAULT_MIN_EFFECT", "DEFAULT_THRESHOLD", "NO_BASELINE_NOTE", "SECTIONS", "BenchmarkComparison",
+           "ComparisonResult", "Section", "compare"]
 
 # The note every report carries when there is no baseline (``compare(current, None)``); the bench command prints it too.
 NO_BASELINE_NOTE = ("no baseline for machine {machine}: this run can become the baseline without a rerun: "
@@ -48,6 +48,7 @@ PARTIAL_PROMOTE = " --save-partial-baseline"
 # The note instead of NO_BASELINE_NOTE when the caller saves this run as the baseline (``compare(saved_baseline=...)``).
 SAVED_BASELINE_NOTE = "this run was saved as the baseline of machine {machine}: {path}"
 DEFAULT_MIN_EFFECT = MIN_EFFECT
+DEFAULT_THRESHOLD = 0.10  # stored-baseline mode: the change beyond which an entry is listed (a marker overrides it)
 
 
 @dataclass(frozen=True)
@@ -198,7 +199,7 @@ def compare(
     baseline: Mapping[str, Any] | BenchmarkRun | None,
     *,
     history: Sequence[BenchmarkRun] = (),
-    threshold: float = 0.10,
+    threshold: float = DEFAULT_THRESHOLD,
     min_effect: float | None = None,
     alpha: float | None = None,
     confidence: float = 0.95,

@@ -269,10 +269,9 @@ def natural(comparison: BenchmarkComparison, other: str = "baseline") -> str:
 
 
 def group_figures(result: ComparisonResult) -> list[tuple[str, str, str, str]]:
-    """(group, fullname, natural figure, last column) of every current benchmark in a group where some entry reports
-    a natural figure or is a limit; ordered by group, the limit entries first, then by fullname. The last column
-    (``figures_last_column``) is the x limit in stored mode and, in A/B mode, which has no x limit, the role of a limit
-    or peer ('–' for an entry)."""
+    """Stored mode's figures: (group, short name, natural figure, x limit) of every current benchmark in a group where
+    some entry reports a natural figure or is a limit; ordered by group, the limit entries first, then by name. (An
+    A/B report shows each side's figure in its one table, from the rounds its verdict used.)"""
     shown = {
         c.record.group
         for c in result.comparisons
@@ -280,23 +279,7 @@ def group_figures(result: ComparisonResult) -> list[tuple[str, str, str, str]]:
     }
     rows = [c for c in result.comparisons if c.current and c.record.group in shown]
     rows.sort(key=lambda c: (str(c.record.group), not c.is_limit, c.fullname))
-    other = other_side(result)
-    last = (lambda c: "–" if c.role == ENTRY else c.role) if result.mode == MODE_AB else x_limit
-    return [(str(c.record.group), c.fullname, natural(c, other) or "–", last(c)) for c in rows]
-
-
-def figures_last_column(result: ComparisonResult) -> str:
-    """The head of ``group_figures``' last column: 'x limit', or 'role' in A/B mode."""
-    return "role" if result.mode == MODE_AB else "x limit"
-
-
-def figures_legend(result: ComparisonResult) -> str:
-    """The sentence under the 'Figures by group' heading (the x limit legend in stored mode)."""
-    if result.mode == MODE_AB:
-        return ("Each benchmark's figures on B (the working tree) and A (the ref), as the first process pair recorded "
-                "them (a verdict's ratio pools every pair's rounds, so the two can differ by a percent or so); A/B "
-                "runs have no x limit")
-    return X_LIMIT_LEGEND
+    return [(str(c.record.group), short_name(c.fullname), natural(c) or "–", x_limit(c)) for c in rows]
 
 
 def other_side(result: ComparisonResult) -> str:

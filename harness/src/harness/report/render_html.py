@@ -89,8 +89,8 @@ def _group_figures(result: ComparisonResult) -> str:
     if not figures:
         return ""
     rows = "".join(_row(list(r), frozenset({3})) for r in figures)
-    head = _row(["group", "benchmark", "figure", fmt.figures_last_column(result)], tag="th")
-    return f"<h2>Figures by group</h2><p>{escape(fmt.figures_legend(result))}.</p><table>{head}{rows}</table>"
+    head = _row(["group", "benchmark", "figure", "x limit"], tag="th")
+    return f"<h2>Figures by group</h2><p>{escape(fmt.X_LIMIT_LEGEND)}.</p><table>{head}{rows}</table>"
 
 
 def _figure(c: BenchmarkComparison, history: Sequence[BenchmarkRun], current: BenchmarkRun,

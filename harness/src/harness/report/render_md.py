@@ -41,8 +41,8 @@ def render_markdown(result: ComparisonResult, history_runs: int, doc_href: str =
             lines += ["| " + " | ".join(escape(cell) for cell in row) + " |" for row in rows]
     figures = fmt.group_figures(result)
     if figures:
-        lines += ["", "### Figures by group", "", f"{fmt.figures_legend(result)}.", ""]
-        lines += [f"| group | benchmark | figure | {fmt.figures_last_column(result)} |", "|---|---|---|---:|"]
+        lines += ["", "### Figures by group", "", f"{fmt.X_LIMIT_LEGEND}.", ""]
+        lines += ["| group | benchmark | figure | x limit |", "|---|---|---|---:|"]
         lines += [f"| {escape(g)} | {escape(name)} | {escape(fig)} | {escape(x)} |" for g, name, fig, x in figures]
     return "\n".join(lines) + "\n"
 

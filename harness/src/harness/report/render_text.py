@@ -21,7 +21,7 @@ def render_text(result: ComparisonResult) -> str:
             continue
         for c in section.comparisons:
             label = (c.role if section.key == "moved" else section.key).upper()
-            lines.append(f"  {label:9} {c.fullname}  {_numbers(result, c)}")
+            lines.append(f"  {label:9} {fmt.short_name(c.fullname)}  {_numbers(result, c)}")
     lines += _group_figures(result)
     return "\n".join(lines)
 
@@ -40,12 +40,7 @@ def _group_figures(result: ComparisonResult) -> list[str]:
         return []
     name_width = max(len(name) for _, name, _, _ in rows)
     figure_width = max(len(figure) for _, _, figure, _ in rows)
-    if result.mode == "ab":
-        legend = " (B, and A in brackets, as the first process pair recorded them; verdicts pool every pair)"
-    elif result.has_limits:
-        legend = " (x limit = entry time / its limit's time, rounds side by side; * = limit timed apart)"
-    else:
-        legend = ""
+    legend = " (x limit = entry time / its limit's time, rounds side by side; * = limit timed apart)" if result.has_limits else ""
     lines = [f"figures by group{legend}:"]
     previous = None
     for group, name, figure, x in rows:

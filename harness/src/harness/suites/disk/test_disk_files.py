@@ -36,7 +36,8 @@ def test_npy_files_match_np_load(device, tmp_path, rng, shape, dtype):
 
 
 def test_safetensors_files_match_the_safetensors_reader(device, tmp_path, rng):
-    st = pytest.importorskip("safetensors.numpy", reason="the safetensors package is the reference reader")
+    st = pytest.importorskip("safetensors.numpy",
+                             reason="the safetensors package is the reference reader (nox -s tests-disk installs it)")
     tensors = {"embed": rng.standard_normal((512, 600)).astype(np.float32),
                "bias": rng.standard_normal(33).astype(np.float16),
                "ids": rng.integers(0, 1 << 40, (9, 7)).astype(np.int64), "mask": rng.integers(0, 2, 5).astype(bool)}
