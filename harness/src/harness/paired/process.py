@@ -30,12 +30,14 @@ _ADDR_NO_RANDOMIZE = 0x0040000
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal the child gets when its parent thread exits
 # What makes two processes of the same code lay out memory alike (see ``WorkerProcess``). The glibc tunables make
 # malloc ask for transparent huge pages (madvise) for the large blocks it maps, as numpy already does for its arrays,
-# and fix its thresholds at the values a long-running process reaches anyway (32 MiB for mapping a block, twice that
-# for trimming the heap): by default glibc raises them whenever a mapped block is freed, so whether a 1 MiB buffer is
-# mapped or carved from the heap depends on what that process freed before, and left at 128 KiB, every temporary of
-# the PYTHON backend's numpy interpreter is mapped and faulted in afresh.
+# and fix its thresholds: by default glibc raises them whenever a mapped block is freed, so whether a 1 MiB buffer is
+# mapped or carved from the heap depends on what that process freed before (a PYTHON add of 1M elements ran 43 or
+# 50 ms a call in one process depending on whether it had freed a 16 MiB array before). Blocks of 32 MiB and more
+# (glibc's own ceiling) are mapped; the heap is never trimmed while a benchmark runs (at 64 MiB, the PYTHON
+# interpreter's temporaries gave pages back and faulted them in again on every call: 38 against 33 ms), only after
+# each benchmark, by the worker (``malloc_trim``), so each starts from a trimmed heap whatever ran before it.
 ISOLATION_ENV = {
-    "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=67108864",
+    "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967295",
 }
 
 

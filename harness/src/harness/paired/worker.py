@@ -424,8 +424,7 @@ class WorkerPlugin:
         self.fixture, self.reports = None, []
         _teardown(item.session, item)
         item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
-        if nextitem is None:
-            _trim_heap()
+        _trim_heap()
         outcome, message = "passed", ""
         for report in self.reports:
             if report.failed:
@@ -454,9 +453,10 @@ def _teardown(session: pytest.Session, nextitem: pytest.Item | None) -> None:
 
 
 def _trim_heap() -> None:
-    """Give the heap's free memory back to the system (glibc's ``malloc_trim(3)``): malloc keeps large blocks in its
-    heap here (ISOLATION_ENV), so an idle worker would hold its last benchmark's peak (measured: 340 MB each, 36
-    workers of a whole-suite A/B, 17 GB in all)."""
+    """Give the heap's free memory back to the system (glibc's ``malloc_trim(3)``) after every benchmark: malloc never
+    trims the heap by itself here (ISOLATION_ENV), so a worker would hold its largest benchmark's peak (measured with
+    a 64 MiB threshold already: 340 MB each, 36 workers of a whole-suite A/B, 17 GB in all), and the next benchmark
+    would start from a heap that depends on what ran before it."""
     gc.collect()
     try:
         ctypes.CDLL(None).malloc_trim(0)
