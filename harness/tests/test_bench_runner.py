@@ -204,6 +204,12 @@ def test_a_b_run_flags_the_twice_slower_working_tree_and_lists_new_and_missing(r
     assert re.search(rf"\| commit \| {head[:12]}[^|]*\| [0-9a-f]{{12}}[^|]*dirty \|", markdown)
     html = (root / "out" / "report.html").read_text()
     assert html.index("A (git ref)") < html.index("B (working tree)")
+    # the report command refuses, for these files, the option of the other mode instead of ignoring it
+    from harness.report.cli import main as report_main
+
+    files = ["--current", str(root / "out" / "ab" / "B.json"), "--baseline", str(root / "out" / "ab" / "A.json")]
+    assert report_main([*files, "--out", str(root / "again"), "--threshold", "20%"]) == 2
+    assert "--threshold is stored-baseline mode's" in capsys.readouterr().err and not (root / "again").exists()
 
 
 def test_a_b_of_an_installed_suite_without_an_editable_install_is_refused(root, capsys):
@@ -476,8 +482,24 @@ def test_stored_mode_options_in_a_b_mode_are_refused_not_ignored(root, capsys, e
     write_suite(root)
     assert run_bench(root, "--against", "HEAD", *extra) == 2  # even at its default value: it was given
     err = capsys.readouterr().err
-    assert f"{extra[0]}: stored-baseline mode's, not A/B mode's" in err
+    assert f"{extra[0]} is stored-baseline mode's: " in err
     assert not (root / "out" / "report.md").exists()
+
+
+@pytest.mark.parametrize("inside", ["logs", "ab/shared", "runs"])
+def test_a_file_where_the_run_keeps_a_directory_is_refused_before_anything_runs(root, capsys, inside):
+    write_suite(root)
+    (root / "out" / inside).parent.mkdir(parents=True, exist_ok=True)
+    (root / "out" / inside).write_text("mine")
+    assert run_bench(root, *(["--against", "HEAD"] if inside.startswith("ab") else [])) == 2
+    assert f"{root / 'out' / inside} is a file, where the run keeps its {inside}/ directory" in capsys.readouterr().err
+    assert (root / "out" / inside).read_text() == "mine"
+
+
+def test_an_empty_out_is_refused_rather_than_the_working_directory(root, capsys):
+    write_suite(root)
+    assert bench.main(["--suite", str(root / "bench_suite"), "--out", "", "--baseline-dir", str(root / "base")]) == 2
+    assert "--out needs a directory" in capsys.readouterr().err
 
 
 def test_looks_given_as_a_superscript_digit_gets_the_options_own_message(root, capsys):

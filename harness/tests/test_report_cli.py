@@ -320,6 +320,29 @@ def test_the_method_links_the_gate_doc_relative_to_where_the_report_is(tmp_path,
         assert (out.resolve() / href).resolve() == (Path(__file__).resolve().parents[2] / "docs/benchmark-gate.md")
 
 
+def test_min_effect_on_stored_mode_files_is_refused_not_recorded(tmp_path, capsys):
+    current, baseline = make_pair(tmp_path)
+    assert run_cli(current, baseline, tmp_path / "out", "--min-effect", "50%") == 2
+    assert "--min-effect is A/B mode's" in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("remote", ["ssh://git@github.com:22/o/r.git", "https://github.com:443/o/r"])
+def test_a_port_in_the_remote_is_not_taken_for_the_owner(tmp_path, monkeypatch, remote):
+    from harness.report import cli
+
+    monkeypatch.setattr(cli, "_origin", lambda root: remote)
+    assert cli.gate_doc_href(tmp_path) == "https://github.com/o/r/blob/HEAD/docs/benchmark-gate.md"
+
+
+@pytest.mark.parametrize("remote", ["https://github.com/o/my repo.git", "https://github.com/o/r.git?ref=x",
+                                    "https://github.com/o", "https://github.com/o/r/tree/main", "git@github.com:o/../r"])
+def test_a_remote_that_names_no_repository_plainly_gets_the_relative_link(tmp_path, monkeypatch, remote):
+    from harness.report import cli
+
+    monkeypatch.setattr(cli, "_origin", lambda root: remote)
+    assert not cli.gate_doc_href(tmp_path).startswith("http")
+
+
 @pytest.mark.parametrize(("remote", "url"), [
     ("git@github.com:acme/runtime.git", "https://github.com/acme/runtime/blob/HEAD/docs/benchmark-gate.md"),
     ("https://ci-token@github.com/acme/runtime", "https://github.com/acme/runtime/blob/HEAD/docs/benchmark-gate.md"),

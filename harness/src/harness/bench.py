@@ -191,6 +191,9 @@ def _check_run(args: argparse.Namespace, pytest_args: list[str]) -> None:
     runs (ReportInputError); then remove the reports an earlier run left in ``--out``, so a run that fails leaves
     none that could be taken for its own."""
     _check_mode_options(args, pytest_args)
+    if not args.out.strip():
+        raise ReportInputError("--out needs a directory, e.g. reports (an empty one would write into the working "
+                               "directory; say . for that)")
     _clear_reports(Path(args.out))
 
 
@@ -206,9 +209,9 @@ def _check_mode_options(args: argparse.Namespace, pytest_args: list[str]) -> Non
         if args.save_baseline or args.save_partial_baseline:
             raise ReportInputError("--save-baseline belongs to stored-baseline mode: an A/B run judges the working "
                                    "tree against a ref and stores no run; drop --against, or --save-baseline")
-        if given := _given(args, "--threshold", "--keep-runs"):
-            raise ReportInputError(f"{', '.join(given)}: stored-baseline mode's, not A/B mode's (--against REF), "
-                                   "which judges with --min-effect and stores no run file")
+        why = {"--threshold": "A/B mode judges with --min-effect", "--keep-runs": "an A/B run keeps no run files"}
+        if given := _given(args, *why):
+            raise ReportInputError("; ".join(f"{flag} is stored-baseline mode's: {why[flag]}" for flag in given))
         min_effect = MIN_EFFECT if args.min_effect is None else args.min_effect
         if args.plant_slowdown and args.plant_slowdown < 1 + min_effect:
             raise ReportInputError(f"--plant-slowdown {args.plant_slowdown:g} is below the minimum effect "
@@ -230,11 +233,17 @@ def _given(args: argparse.Namespace, *flags: str) -> list[str]:
 
 
 _REPORT_FILES = ("report.md", "report.html", "report.json", "ab/A.json", "ab/B.json")
+_RUN_DIRS = ("logs", "runs", "ab", "ab/shared")  # what a run creates inside --out
 
 
 def _clear_reports(out: Path) -> None:
     """Make ``out`` a directory this process can write, and remove the reports of an earlier run from it.
-    Raises ReportInputError naming what is wrong with ``out``."""
+    Raises ReportInputError naming what is wrong with ``out``: not a writable directory, or a file where the run
+    needs a directory of its own (``_RUN_DIRS``)."""
+    for name in _RUN_DIRS:
+        if (out / name).exists() and not (out / name).is_dir():
+            raise ReportInputError(f"--out {out}: {out / name} is a file, where the run keeps its {name}/ directory; "
+                                   "move it, or choose another --out")
     try:
         out.mkdir(parents=True, exist_ok=True)
         if not os.access(out, os.W_OK | os.X_OK):

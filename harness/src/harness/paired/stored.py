@@ -191,10 +191,12 @@ class _StoredRun:
         if finished.outcome != PASSED:
             self._ended(nodeid, finished)
             return
+        again = nodeid in self.by_nodeid  # a limit timed beside another entry of its group: its rounds add up
         record = benchmark_record(nodeid, finished, times, calls, rounds, extra, self.clock)
         self.by_nodeid[nodeid] = record
         figure = natural_figure(finished.extra_info) or ""
-        self.progress(f"  {short_name(nodeid)}  {figure}  {len(times)} rounds ({rounds.stop})")
+        counted = f"{len(times)} rounds in all, beside each entry of its group" if again else f"{len(times)} rounds"
+        self.progress(f"  {short_name(nodeid)}  {figure}  {counted} ({rounds.stop})")
 
     def _ended(self, nodeid: str, finished: Finished) -> None:
         if finished.outcome == PASSED:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from harness.bench_schema import MODE_AB
 from harness.cli_args import ArgumentParser
 from harness.report.compare import DEFAULT_MIN_EFFECT, DEFAULT_THRESHOLD, ComparisonResult, compare
 from harness.report.errors import ReportInputError
@@ -56,6 +57,16 @@ def add_verdict_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _check_mode_options(args: argparse.Namespace, current: BenchmarkRun) -> None:
+    """Refuse an option the files' mode would ignore (ReportInputError): --threshold for the files of an A/B run,
+    --min-effect for stored-mode files."""
+    if current.harness.get("mode") == MODE_AB and args.threshold is not None:
+        raise ReportInputError("--threshold is stored-baseline mode's; these are the files of an A/B run, judged with "
+                               "--min-effect")
+    if current.harness.get("mode") != MODE_AB and args.min_effect is not None:
+        raise ReportInputError("--min-effect is A/B mode's; these are stored-mode files, judged with --threshold")
+
+
 def threshold_of(args: argparse.Namespace) -> float:
     """The --threshold given, else DEFAULT_THRESHOLD (the option defaults to None so that a command can tell it was
     given, and refuse it where it would be ignored)."""
@@ -87,6 +98,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness repor
     try:
         current = parse_run(read_json(args.current, "current"), args.current)
         baseline = parse_run(read_json(args.baseline, "baseline"), args.baseline)
+        _check_mode_options(args, current)
         history, skipped = load_history(args.history, exclude=args.current, machine=current) if args.history else ([], [])
         for line in skipped:
             print(f"harness report: warning: {line}", file=sys.stderr)
@@ -142,7 +154,9 @@ def gate_doc_href(out: str | Path) -> str:
     return forge_file_url(_origin(root), GATE_DOC) or os.path.relpath(root / GATE_DOC, Path(out).resolve())
 
 
-_FORGE = re.compile(r"^(?:https://(?:[^@/]+@)?|ssh://git@|git@)(github\.com|gitlab\.com)[:/](.+?)(?:\.git)?/?$")
+_FORGE = re.compile(r"^(?:(?:https://(?:[^@/\s]+@)?|ssh://git@)(github\.com|gitlab\.com)(?::\d+)?/|git@(github\.com|gitlab\.com):)"
+                    r"(.+?)(?:\.git)?/?$", re.IGNORECASE)
+_SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # an owner, group or repository name on both forges
 
 
 def forge_file_url(remote: str | None, path: str) -> str | None:
@@ -152,8 +166,12 @@ def forge_file_url(remote: str | None, path: str) -> str | None:
     match = _FORGE.match(remote.strip()) if remote else None
     if match is None:
         return None
-    host, repo = match.groups()
-    return f"https://{host}/{repo}{'/-' if host == 'gitlab.com' else ''}/blob/HEAD/{path}"
+    host = (match.group(1) or match.group(2)).lower()
+    segments = match.group(3).split("/")
+    if not all(_SEGMENT.fullmatch(s) for s in segments) or len(segments) < 2 or (host == "github.com" and
+                                                                                   len(segments) != 2):
+        return None
+    return f"https://{host}/{'/'.join(segments)}{'/-' if host == 'gitlab.com' else ''}/blob/HEAD/{path}"
 
 
 def _origin(root: Path) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Sequence
 from html import escape
 
@@ -37,7 +38,7 @@ def render_html(result: ComparisonResult, history: Sequence[BenchmarkRun], doc_h
         f"<style>{_STYLE}</style></head><body>",
         f"<h1>Benchmark report ({mode}): {escape(fmt.headline(result))}</h1>",
         *(f'<p class="warning"><strong>Warning:</strong> {escape(w)}</p>' for w in result.warnings),
-        *(f'<p class="note"><strong>Note:</strong> {escape(n)}</p>' for n in result.notes),
+        *(f'<p class="note"><strong>Note:</strong> {_code(n)}</p>' for n in result.notes),
         _summary(result, len(history)),
         _runs(result),
     ]
@@ -84,6 +85,11 @@ def _runs(result: ComparisonResult) -> str:
     return "<h2>Runs</h2><table>" + _row(head, tag="th") + "".join(body) + "</table>"
 
 
+def _code(note: str) -> str:
+    """A note of the report's own (Markdown's inline `code` marks its commands) as HTML: escaped, code as <code>."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(note))
+
+
 def _group_figures(result: ComparisonResult) -> str:
     figures = fmt.group_figures(result)
     if not figures:
@@ -117,7 +123,7 @@ def _ab(result: ComparisonResult, doc_href: str) -> str:
         "<p>" + " &middot; ".join(f"<strong>{label}</strong> = {escape(text)}" for label, text in fmt.sides(result))
         + "</p>",
         *(f'<p class="warning"><strong>Warning:</strong> {escape(w)}</p>' for w in result.warnings),
-        *(f'<p class="note"><strong>Note:</strong> {escape(n)}</p>' for n in result.notes),
+        *(f'<p class="note"><strong>Note:</strong> {_code(n)}</p>' for n in result.notes),
         "<table>" + _row(head, tag="th") + "".join(_row(r, numeric) for r in rows) + "</table>",
         _changes(result),
         f"<p>Method: {method}</p>",

@@ -4,8 +4,8 @@ Top level: ``schema_version``, ``mode`` ("ab" or "stored"), ``failed`` (bool: an
 ``failing`` (their fullnames), ``counts`` (section key -> int: regressed, drifted, improved, moved (limits and peers
 that moved, never failing), unjudged (not judged: its work changed between the sides, or a multi-threaded A/B
 benchmark whose CPUs other programs used; never failing), unchanged, new, missing; every benchmark in exactly one,
-the same numbers every other output prints), ``threshold``/``min_effect``/``alpha``/``confidence``, ``warnings``
-and ``notes`` (lists of str),
+the same numbers every other output prints), ``threshold`` (stored mode; null in A/B),
+``min_effect``/``alpha``/``confidence``, ``warnings`` and ``notes`` (lists of str),
 ``current``/``baseline`` (source, datetime, pytest_benchmark_version, commit_info, harness (the runner's run info),
 machine: node/cpu/machine/machine_id/system/release/python_version/runtime; ``baseline`` is null when there is none),
 ``history_runs`` and ``benchmarks``: one object per benchmark with fullname, name, group, role, section, verdict,
@@ -27,6 +27,7 @@ import json
 import math
 from typing import Any
 
+from harness.bench_schema import MODE_AB
 from harness.report import formatting as fmt
 from harness.report.compare import BenchmarkComparison, ComparisonResult
 from harness.report.groups import record_figure
@@ -48,7 +49,7 @@ def render_json(result: ComparisonResult, history_runs: int) -> str:
         "failed_benchmarks": list(result.broken),
         "failing": [c.fullname for c in result.failing],
         "counts": result.counts(),
-        "threshold": result.threshold,
+        "threshold": None if result.mode == MODE_AB else result.threshold,
         "min_effect": result.min_effect,
         "alpha": result.alpha,
         "confidence": result.confidence,
