@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from harness import bench
+from harness.gate import LOOKS, PROCESS_PAIRS
 
 SUITE = '''
 import itertools
@@ -56,6 +57,7 @@ def test_peer(benchmark):
 {extra}'''
 
 FAST = ["--budget", "0.4"]
+LOOK_ENDS = [PROCESS_PAIRS * k for k in range(1, LOOKS + 1)]  # the pairs an A/B entry can end with
 
 
 def write_suite(root: Path, n: int | str = 20000, extra: str = "") -> Path:
@@ -171,7 +173,7 @@ def test_a_b_run_flags_the_twice_slower_working_tree_and_lists_new_and_missing(r
     # limits and peers (the same code on both sides) are not timed without --references
     assert "test_limit" not in found and "test_peer" not in found
     entry = next(b for b in doc["benchmarks"] if b["name"] == "test_entry")
-    assert 1.6 < entry["ratio"] < 2.5 and entry["pairs"] in (6, 12, 18) and entry["interval"][0] > 0.5
+    assert 1.6 < entry["ratio"] < 2.5 and entry["pairs"] in LOOK_ENDS and entry["interval"][0] > 0.5
     # each process pair reads the change too; one pair may sit far off it (two processes of one loop differ for their
     # lives, most under load): the pair is the unit of evidence, not a guarantee
     ratios = entry["process_ratios"]
@@ -182,7 +184,7 @@ def test_a_b_run_flags_the_twice_slower_working_tree_and_lists_new_and_missing(r
     assert {k: v for k, v in seeds.items() if k in first_look} == first_look
     a, b = (json.loads((root / "out" / "ab" / f"{side}.json").read_text()) for side in "AB")
     assert a["harness"]["pairing"] == b["harness"]["pairing"] and (a["harness"]["side"], b["harness"]["side"]) == ("A", "B")
-    assert a["harness"]["process_pairs"] == 6 and a["harness"]["entries"] == 2 and a["harness"]["looks"] == 3
+    assert a["harness"]["process_pairs"] == PROCESS_PAIRS and a["harness"]["entries"] == 2 and a["harness"]["looks"] == LOOKS
     # the report names each side as the user gave it, with its commit (the ref's, not the working tree's HEAD)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
     assert a["commit_info"]["id"] == head and a["commit_info"]["ref"] == "HEAD"
@@ -238,19 +240,19 @@ def test_an_entry_that_does_more_work_per_call_is_not_judged_after_one_look(root
     [entry] = [b for b in report(root)["benchmarks"] if b["name"] == "test_sized"]
     assert entry["verdict"] == "unjudged" and "size_bytes 20000 -> 80000" in entry["note"]
     b = json.loads((root / "out" / "ab" / "B.json").read_text())
-    assert [len(r["options"]["pair_rounds"]) for r in b["benchmarks"] if r["name"] == "test_sized"] == [6]  # one look
+    assert [len(r["options"]["pair_rounds"]) for r in b["benchmarks"] if r["name"] == "test_sized"] == [PROCESS_PAIRS]  # one look
 
 
 def test_an_entry_twice_as_slow_in_some_process_pairs_only_is_not_judged(root):
-    """A state some processes fall into (here: the hash seeds 0 and 1 of 18 process pairs) is not a change of the
+    """A state some processes fall into (here: the hash seeds 0 and 1 of up to 20 process pairs) is not a change of the
     code: the pair values scatter, the t-test across them cannot establish a change, and after every look the entry is
-    inconclusive, never regressed (after the first look already: no number of pairs up to 18 could settle a scatter
+    inconclusive, never regressed (after the first look already: no number of pairs up to 20 could settle a scatter
     that wide, ``gate.worth_more_pairs``)."""
     _commit_suite(root)
     write_suite(root, n="40000 if __import__('os').environ['PYTHONHASHSEED'] in ('0', '1') else 20000")
     assert run_bench(root, "--against", "HEAD", "-k", "entry") == 0
     entry = next(b for b in report(root)["benchmarks"] if b["name"] == "test_entry")
-    assert entry["verdict"] == "unjudged" and entry["pairs"] in (6, 12, 18) and entry["note"].startswith("inconclusive")
+    assert entry["verdict"] == "unjudged" and entry["pairs"] in LOOK_ENDS and entry["note"].startswith("inconclusive")
     assert sorted(entry["process_ratios"])[-2:] == pytest.approx([2.0, 2.0], rel=0.3)
 
 
@@ -505,7 +507,7 @@ def test_an_empty_out_is_refused_rather_than_the_working_directory(root, capsys)
 def test_looks_given_as_a_superscript_digit_gets_the_options_own_message(root, capsys):
     with pytest.raises(SystemExit) as exc:
         run_bench(root, "--against", "HEAD", "--looks", "\u00b2")
-    assert exc.value.code == 2 and "must be an integer from 1 to 4 (sets of process pairs)" in capsys.readouterr().err
+    assert exc.value.code == 2 and "must be an integer from 1 to 8 (sets of process pairs)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("extra", "why"), [

@@ -173,7 +173,7 @@ def test_decide_refuses_what_is_no_list_of_log_ratios(bad: object) -> None:
 
 
 def test_more_pairs_are_timed_only_while_they_could_settle_the_entry() -> None:
-    """Pair values scattering by 20% (a noisy entry) cannot be settled by 18 pairs: the runner stops after one look;
+    """Pair values scattering by 20% (a noisy entry) cannot be settled by 20 pairs: the runner stops after one look;
     at 2% they can; and a look that already reached the final count is never extended."""
     rng = np.random.default_rng(11)
     level = corrected_level(ALPHA, ENTRIES)
@@ -188,7 +188,7 @@ def test_more_pairs_are_timed_only_while_they_could_settle_the_entry() -> None:
 
 def test_stopping_for_futility_loses_no_power_at_the_promised_spread() -> None:
     """At 3% scatter (beyond the promise) the rule stops almost no entry that more pairs would flag: 5,000 entries
-    with a 5% change are flagged as often with it as the doc says without it (90%, within 2 points)."""
+    with a 5% change are flagged as often with it as the doc says without it (93%, within 2 points)."""
     rng = np.random.default_rng(3)
     verdicts = [v for _ in range(100) for v in _run_flags(rng, math.log(1.05), 0.03)]
-    assert sum(v is Verdict.REGRESSED for v in verdicts) / len(verdicts) >= 0.88
+    assert sum(v is Verdict.REGRESSED for v in verdicts) / len(verdicts) >= 0.91

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from harness.gate import log_ratios
-from harness.paired.ab import pair_groups
+from harness.paired.ab import look_budget, pair_groups
 from harness.paired.engine import (
     STOP_BUDGET,
     STOP_MAX,
@@ -92,6 +92,15 @@ def test_a_noisy_benchmark_stops_when_its_budget_is_spent_and_says_so():
     rounds = measure([a, b], [1, 1], Budget(min_rounds=8, precision=0.001, seconds=0.2), spread)
     assert rounds.stop == STOP_BUDGET and 0.2 <= rounds.seconds < time.perf_counter() - started + 1e-3
     assert rounds.seconds < 1.0
+
+
+def test_a_look_times_every_worker_of_a_slow_benchmark_four_times_whatever_its_budget():
+    """A call far longer than the look's budget (a cold DISK read): each worker still gets two rounds in each order,
+    so one disturbed round cannot decide its pair's median; the budget then stops the look."""
+    sides = [FakeSide(0.01, delay=0.002) for _ in range(4)]
+    rounds = measure(sides, [1] * 4, look_budget(0.001), lambda _: float("inf"))
+    assert rounds.stop == STOP_BUDGET and [len(t) for t in rounds.times] == [4, 4, 4, 4]
+    assert [s.requests for s in sides] == [[(1, False)] * 4] * 4
 
 
 def test_the_round_cap_ends_a_benchmark_that_never_gets_precise():

@@ -47,7 +47,7 @@ from typing import Any
 from harness.bench_schema import ENTRY, MODE_STORED, SHARED_DIR_ENV, SINGLE_THREAD_ENV, role_of
 from harness.cli_args import ArgumentParser
 from harness.config import HARNESS_BASELINE_DIR, child_environ
-from harness.gate import ALPHA, BUDGET_SECONDS, LOOKS, MIN_EFFECT, PROCESS_PAIRS, Settings
+from harness.gate import ALPHA, BUDGET_SECONDS, LOOKS, LOOKS_RANGE, MIN_EFFECT, PAIRS_RANGE, PROCESS_PAIRS, Settings
 from harness.paired.ab import WorkerSet, run_ab
 from harness.paired.process import ANSWER_SECONDS, WorkerError, WorkerProcess
 from harness.paired.reftree import RefError, Sides, default_ref, prepare_sides
@@ -67,7 +67,6 @@ KEEP_RUNS = 20
 DEFAULT_SUITE = "harness.benchmarks"
 _SELECTION = ("-k", "-m", "--backends")
 _INTERRUPTED = 130
-MAX_PROCESS_PAIRS = 16  # two processes each; a run holds up to three sets of them
 
 
 def build_parser(prog: str = "python -m harness bench") -> ArgumentParser:
@@ -526,25 +525,27 @@ def _split(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 def _pairs(text: str) -> int:
-    """argparse ``type`` of --process-pairs: an integer from 2 (a t-test needs two values) to MAX_PROCESS_PAIRS."""
+    """argparse ``type`` of --process-pairs: an integer in ``PAIRS_RANGE`` (a t-test needs two values)."""
     try:
         value = int(text)
     except ValueError:
         value = 0
-    if not 2 <= value <= MAX_PROCESS_PAIRS:
-        raise argparse.ArgumentTypeError(f"must be an integer from 2 to {MAX_PROCESS_PAIRS} (pairs of worker processes "
-                                         f"per look), got {text!r}")
+    if not PAIRS_RANGE[0] <= value <= PAIRS_RANGE[1]:
+        low, high = PAIRS_RANGE
+        raise argparse.ArgumentTypeError(f"must be an integer from {low} to {high} (pairs of worker processes per look), "
+                                         f"got {text!r}")
     return value
 
 
 def _looks(text: str) -> int:
-    """argparse ``type`` of --looks: an integer from 1 to 4."""
+    """argparse ``type`` of --looks: an integer in ``LOOKS_RANGE``."""
     try:
         value = int(text)
     except ValueError:  # also "²", which str.isdigit() accepts
         value = 0
-    if not 1 <= value <= 4:
-        raise argparse.ArgumentTypeError(f"must be an integer from 1 to 4 (sets of process pairs), got {text!r}")
+    if not LOOKS_RANGE[0] <= value <= LOOKS_RANGE[1]:
+        raise argparse.ArgumentTypeError(f"must be an integer from {LOOKS_RANGE[0]} to {LOOKS_RANGE[1]} (sets of process "
+                                         f"pairs), got {text!r}")
     return value
 
 

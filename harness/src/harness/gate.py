@@ -31,7 +31,8 @@ import numpy as np
 from scipy import stats as sps
 
 __all__ = [
-    "ALPHA", "BUDGET_SECONDS", "CONFIDENCE", "LOOKS", "MIN_EFFECT", "PROCESS_PAIRS", "ROUNDS", "ROUND_SECONDS",
+    "ALPHA", "BUDGET_SECONDS", "CONFIDENCE", "LOOKS", "LOOKS_RANGE", "MIN_EFFECT", "PAIRS_RANGE", "PROCESS_PAIRS",
+    "ROUNDS", "ROUND_SECONDS",
     "Decision", "Settings", "Verdict", "corrected_level", "decide", "log_ratios", "pair_value", "pair_values",
     "split_pairs", "worth_more_pairs",
 ]
@@ -40,11 +41,16 @@ __all__ = [
 MIN_EFFECT = 0.03  # the smallest change worth a verdict, as a fraction (--min-effect)
 ALPHA = 0.01  # the chance that a run of unchanged code flags anything (--alpha)
 CONFIDENCE = 0.95  # the interval shown for each change, and the one "unchanged" must fit inside the minimum effect
-PROCESS_PAIRS = 6  # process pairs per look (--process-pairs)
-LOOKS = 3  # sets of process pairs an undecided entry may get (--looks)
+PROCESS_PAIRS = 4  # process pairs per look (--process-pairs)
+LOOKS = 5  # sets of process pairs an undecided entry may get (--looks)
 ROUNDS = 40  # rounds per process pair and side at most
 ROUND_SECONDS = 0.002  # target length of one round: calls per round are calibrated to it
-BUDGET_SECONDS = 6.0  # seconds of rounds per entry and look, all process pairs together (--budget)
+BUDGET_SECONDS = 2.0  # seconds of rounds per entry and look, all process pairs together (--budget)
+
+# What a run may set them to (bounds, not knobs): a t-test needs two pair values; each look of each process pair
+# holds two worker processes for the rest of the run, so a run holds at most 2 * PAIRS_RANGE[1] * LOOKS_RANGE[1].
+PAIRS_RANGE = (2, 16)
+LOOKS_RANGE = (1, 8)
 
 
 class Verdict(str, Enum):

@@ -28,7 +28,19 @@ from typing import Any, TypeVar
 import numpy as np
 
 from harness.bench_schema import ENTRY, HIGHER_IS_BETTER_KEY, LIMIT, MODE_AB, PEER, THRESHOLD_KEY, finite_float
-from harness.gate import LOOKS, MIN_EFFECT, PROCESS_PAIRS, Decision, Verdict, corrected_level, decide, pair_values, split_pairs
+from harness.gate import (
+    LOOKS,
+    LOOKS_RANGE,
+    MIN_EFFECT,
+    PAIRS_RANGE,
+    PROCESS_PAIRS,
+    Decision,
+    Verdict,
+    corrected_level,
+    decide,
+    pair_values,
+    split_pairs,
+)
 from harness.report.drift import Drift, find_drift
 from harness.report.errors import ReportInputError, shorten
 from harness.report.groups import XLimit, group_limits, role, x_limits
@@ -307,8 +319,8 @@ def _run_level(names: Sequence[str], cur: BenchmarkRun, base: BenchmarkRun, sett
     the files and the runner allow, else over the entries on both sides, LOOKS and PROCESS_PAIRS."""
     counted = sum(1 for n in names if n in cur.benchmarks and n in base.benchmarks and role(cur.benchmarks[n]) == ENTRY)
     entries = _whole_within(cur.harness.get("entries"), 1, 2 * max(1, len(names)), counted)
-    looks = _whole_within(cur.harness.get("looks"), 1, 4, LOOKS)
-    pairs = _whole_within(cur.harness.get("process_pairs"), 2, 16, PROCESS_PAIRS)
+    looks = _whole_within(cur.harness.get("looks"), *LOOKS_RANGE, LOOKS)
+    pairs = _whole_within(cur.harness.get("process_pairs"), *PAIRS_RANGE, PROCESS_PAIRS)
     return corrected_level(settings.alpha, max(1, entries), looks), pairs * looks
 
 
