@@ -507,7 +507,7 @@ def test_an_empty_out_is_refused_rather_than_the_working_directory(root, capsys)
 def test_looks_given_as_a_superscript_digit_gets_the_options_own_message(root, capsys):
     with pytest.raises(SystemExit) as exc:
         run_bench(root, "--against", "HEAD", "--looks", "\u00b2")
-    assert exc.value.code == 2 and "must be an integer from 1 to 8 (sets of process pairs)" in capsys.readouterr().err
+    assert exc.value.code == 2 and "must be an integer from 1 to 6 (sets of process pairs)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("extra", "why"), [

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import test_report_synth as synth
 
+from harness.gate import LOOKS
 from harness.report import ReportInputError, Verdict, compare, machine_id, parse_threshold
 
 NAMES = ("bench.py::test_copy", "bench.py::test_launch", "bench.py::test_matmul")
@@ -291,3 +292,32 @@ def test_a_benchmark_whose_amount_per_call_changed_is_not_judged_though_it_takes
     [comparison] = compare(synth.run([new]), synth.run([old])).comparisons
     assert comparison.verdict is Verdict.UNJUDGED
     assert "per_call" in comparison.note and "0.000262144" in comparison.note
+
+
+def _ab_pair(looks: object) -> tuple[dict, dict]:
+    """The A and B files of an A/B run of one entry on 8 process pairs of 10 rounds, B 10% slower, recording
+    ``looks``."""
+    rng = np.random.default_rng(8)
+    docs = []
+    for side, factor in (("A", 1.0), ("B", 1.1)):
+        record = synth.benchmark("t.py::test_x", factor * synth.rounds(rng, 1e-3, count=80, sigma=0.01))
+        record["options"]["pair_rounds"] = [10] * 8
+        doc = synth.run([record])
+        doc["harness"] = {"mode": "ab", "side": side, "pairing": "p1", "ref": "HEAD", "entries": 1,
+                          "process_pairs": 4, "looks": looks}
+        docs.append(doc)
+    return docs[0], docs[1]
+
+
+def test_an_ab_file_without_usable_looks_is_judged_with_the_default_and_the_report_says_so():
+    """The corrected level divides alpha by the looks the runner recorded; a file whose ``looks`` is missing or out of
+    range is judged with LOOKS, and the report warns that its levels may differ from the run's."""
+    a, b = _ab_pair(2)
+    recorded = compare(b, a)
+    assert recorded.comparisons[0].verdict is Verdict.REGRESSED and not recorded.warnings
+    assert f"at level {0.01 / 2:.1g} " in (recorded.comparisons[0].note or "")
+    for bad in (None, 0, 99, "3", True):
+        a, b = _ab_pair(bad)
+        result = compare(b, a)
+        assert f"at level {0.01 / LOOKS:.1g} " in (result.comparisons[0].note or "")
+        assert any("records no usable looks" in w and f"judged with {LOOKS}" in w for w in result.warnings)

@@ -48,9 +48,9 @@ ROUND_SECONDS = 0.002  # target length of one round: calls per round are calibra
 BUDGET_SECONDS = 2.0  # seconds of rounds per entry and look, all process pairs together (--budget)
 
 # What a run may set them to (bounds, not knobs): a t-test needs two pair values; each look of each process pair
-# holds two worker processes for the rest of the run, so a run holds at most 2 * PAIRS_RANGE[1] * LOOKS_RANGE[1].
+# holds two worker processes for the rest of the run, so a run holds at most 2 * 16 * 6 = 192 of them.
 PAIRS_RANGE = (2, 16)
-LOOKS_RANGE = (1, 8)
+LOOKS_RANGE = (1, 6)
 
 
 class Verdict(str, Enum):
@@ -68,8 +68,8 @@ class Verdict(str, Enum):
 @dataclass(frozen=True)
 class Settings:
     """The gate's knobs as one run uses them (defaults: the module constants). Raises ValueError for a value out of
-    range: ``min_effect`` in [0, 1), ``alpha`` and ``confidence`` in (0, 1), at least one process pair, look and
-    second."""
+    range: ``min_effect`` in [0, 1), ``alpha`` and ``confidence`` in (0, 1), ``process_pairs`` and ``looks`` integers
+    within PAIRS_RANGE and LOOKS_RANGE, a finite budget above 0 seconds."""
 
     min_effect: float = MIN_EFFECT
     alpha: float = ALPHA
@@ -83,8 +83,10 @@ class Settings:
             raise ValueError(f"min_effect must be a fraction in [0, 1), got {self.min_effect!r}")
         if not (0.0 < self.alpha < 1.0 and 0.0 < self.confidence < 1.0):
             raise ValueError(f"alpha and confidence must be in (0, 1), got {self.alpha!r} and {self.confidence!r}")
-        if self.process_pairs < 1 or self.looks < 1 or not 0.0 < self.budget_seconds < math.inf:
-            raise ValueError(f"need at least one process pair, one look and a finite budget > 0 s, got {self}")
+        if not (_whole_within(self.process_pairs, PAIRS_RANGE) and _whole_within(self.looks, LOOKS_RANGE)
+                and 0.0 < self.budget_seconds < math.inf):
+            raise ValueError(f"need process pairs in {PAIRS_RANGE}, looks in {LOOKS_RANGE} (integers) and a finite "
+                             f"budget > 0 s, got {self}")
 
     def level(self, entries: int) -> float:
         """The corrected level of each test of a run that judges ``entries`` entries (``corrected_level``)."""
@@ -94,6 +96,11 @@ class Settings:
         """The settings as JSON-ready fields (a run file's RUN_KEY)."""
         return {"min_effect": self.min_effect, "alpha": self.alpha, "confidence": self.confidence,
                 "process_pairs": self.process_pairs, "looks": self.looks, "budget_seconds": self.budget_seconds}
+
+
+def _whole_within(value: object, bounds: tuple[int, int]) -> bool:
+    """True when ``value`` is an integer (not a bool) within ``bounds``, both included."""
+    return isinstance(value, int) and not isinstance(value, bool) and bounds[0] <= value <= bounds[1]
 
 
 _MAX_LOG_RATIO = 50.0  # a pair value beyond this (a ratio of 5e21) is a broken measurement, not a change

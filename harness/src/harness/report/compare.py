@@ -246,8 +246,9 @@ def compare(
         raise ReportInputError(f"n_resamples must be >= 100 for a usable CI, got {n_resamples}")
     settings = _Settings(threshold, min_effect, alpha, confidence, n_resamples, seed)
     names = sorted(set(cur.benchmarks) | set(before.benchmarks))
+    replaced: list[str] = []
     if paired:
-        level, most_pairs = _run_level(names, cur, before, settings)
+        level, most_pairs = _run_level(names, cur, before, settings, replaced)
         comparisons = [_ab_one(name, cur, before, settings, level, most_pairs) for name in names]
     else:
         judge_one = _StoredJudge(cur, before, history, settings)
@@ -258,7 +259,7 @@ def compare(
         current=cur,
         baseline=base,
         comparisons=tuple(comparisons),
-        warnings=_warnings(cur, base) if base is not None else (),
+        warnings=(_warnings(cur, base) if base is not None else ()) + tuple(replaced),
         threshold=threshold,
         alpha=alpha,
         confidence=confidence,
@@ -313,21 +314,28 @@ def _one_sided(name: str, now: BenchmarkRecord | None, before: BenchmarkRecord |
     return BenchmarkComparison(name, verdict, role(record), threshold, current=now, baseline=before)
 
 
-def _run_level(names: Sequence[str], cur: BenchmarkRun, base: BenchmarkRun, settings: _Settings) -> tuple[float, int]:
+def _run_level(names: Sequence[str], cur: BenchmarkRun, base: BenchmarkRun, settings: _Settings,
+               said: list[str]) -> tuple[float, int]:
     """(the corrected level of each test, the most process pairs a benchmark can have) of an A/B run: ``alpha`` over
     the entries and looks the runner recorded (RUN_KEY ``entries``, ``looks``, ``process_pairs``), each within what
-    the files and the runner allow, else over the entries on both sides, LOOKS and PROCESS_PAIRS."""
+    the files and the runner allow, else over the entries on both sides, LOOKS and PROCESS_PAIRS (``said`` gets a
+    warning for each value replaced)."""
     counted = sum(1 for n in names if n in cur.benchmarks and n in base.benchmarks and role(cur.benchmarks[n]) == ENTRY)
-    entries = _whole_within(cur.harness.get("entries"), 1, 2 * max(1, len(names)), counted)
-    looks = _whole_within(cur.harness.get("looks"), *LOOKS_RANGE, LOOKS)
-    pairs = _whole_within(cur.harness.get("process_pairs"), *PAIRS_RANGE, PROCESS_PAIRS)
+    entries = _recorded_whole(cur, "entries", (1, 2 * max(1, len(names))), counted, said)
+    looks = _recorded_whole(cur, "looks", LOOKS_RANGE, LOOKS, said)
+    pairs = _recorded_whole(cur, "process_pairs", PAIRS_RANGE, PROCESS_PAIRS, said)
     return corrected_level(settings.alpha, max(1, entries), looks), pairs * looks
 
 
-def _whole_within(value: Any, low: int, high: int, default: int) -> int:
-    """``value`` when it is an integer in [low, high], else ``default``."""
-    ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-    return value if ok else default
+def _recorded_whole(cur: BenchmarkRun, key: str, bounds: tuple[int, int], default: int, said: list[str]) -> int:
+    """The run file's setting ``key`` when it is an integer within ``bounds``, else ``default`` (saying so in
+    ``said``: the verdicts are then judged at another level than the run's)."""
+    value = cur.harness.get(key)
+    if isinstance(value, int) and not isinstance(value, bool) and bounds[0] <= value <= bounds[1]:
+        return value
+    said.append(f"the current run file records no usable {key} ({shorten(repr(value), 40)}, expected an integer from "
+                f"{bounds[0]} to {bounds[1]}): judged with {default}, so the levels may differ from the run's")
+    return default
 
 
 def _ab_one(name: str, cur: BenchmarkRun, base: BenchmarkRun, settings: _Settings, level: float,
