@@ -47,7 +47,7 @@ from typing import Any
 from harness.bench_schema import ENTRY, MODE_STORED, SHARED_DIR_ENV, SINGLE_THREAD_ENV, role_of
 from harness.cli_args import ArgumentParser
 from harness.config import HARNESS_BASELINE_DIR, child_environ
-from harness.gate import ALPHA, BUDGET_SECONDS, LOOKS, LOOKS_RANGE, MIN_EFFECT, PAIRS_RANGE, PROCESS_PAIRS, Settings
+from harness.gate import ALPHA, BUDGET_SECONDS, LOOKS, LOOKS_RANGE, MIN_EFFECT, PAIRS_RANGE, PROCESS_PAIRS, Settings, whole_within
 from harness.paired.ab import WorkerSet, run_ab
 from harness.paired.process import ANSWER_SECONDS, WorkerError, WorkerProcess
 from harness.paired.reftree import RefError, Sides, default_ref, prepare_sides
@@ -526,26 +526,22 @@ def _split(argv: list[str]) -> tuple[list[str], list[str]]:
 
 def _pairs(text: str) -> int:
     """argparse ``type`` of --process-pairs: an integer in ``PAIRS_RANGE`` (a t-test needs two values)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not PAIRS_RANGE[0] <= value <= PAIRS_RANGE[1]:
-        low, high = PAIRS_RANGE
-        raise argparse.ArgumentTypeError(f"must be an integer from {low} to {high} (pairs of worker processes per look), "
-                                         f"got {text!r}")
-    return value
+    return _bounded(text, PAIRS_RANGE, "pairs of worker processes per look")
 
 
 def _looks(text: str) -> int:
     """argparse ``type`` of --looks: an integer in ``LOOKS_RANGE``."""
+    return _bounded(text, LOOKS_RANGE, "sets of process pairs")
+
+
+def _bounded(text: str, bounds: tuple[int, int], what: str) -> int:
+    """``text`` as an integer within ``bounds``; argparse's ArgumentTypeError naming ``what`` it counts otherwise."""
     try:
         value = int(text)
     except ValueError:  # also "²", which str.isdigit() accepts
-        value = 0
-    if not LOOKS_RANGE[0] <= value <= LOOKS_RANGE[1]:
-        raise argparse.ArgumentTypeError(f"must be an integer from {LOOKS_RANGE[0]} to {LOOKS_RANGE[1]} (sets of process "
-                                         f"pairs), got {text!r}")
+        value = bounds[0] - 1
+    if not whole_within(value, bounds):
+        raise argparse.ArgumentTypeError(f"must be an integer from {bounds[0]} to {bounds[1]} ({what}), got {text!r}")
     return value
 
 

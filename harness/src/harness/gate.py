@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
+from typing import TypeGuard
 
 import numpy as np
 from scipy import stats as sps
@@ -34,7 +35,7 @@ __all__ = [
     "ALPHA", "BUDGET_SECONDS", "CONFIDENCE", "LOOKS", "LOOKS_RANGE", "MIN_EFFECT", "PAIRS_RANGE", "PROCESS_PAIRS",
     "ROUNDS", "ROUND_SECONDS",
     "Decision", "Settings", "Verdict", "corrected_level", "decide", "log_ratios", "pair_value", "pair_values",
-    "split_pairs", "worth_more_pairs",
+    "split_pairs", "whole_within", "worth_more_pairs",
 ]
 
 # The gate's tunable constants: all of them (docs/benchmark-gate.md, "Knobs").
@@ -83,7 +84,7 @@ class Settings:
             raise ValueError(f"min_effect must be a fraction in [0, 1), got {self.min_effect!r}")
         if not (0.0 < self.alpha < 1.0 and 0.0 < self.confidence < 1.0):
             raise ValueError(f"alpha and confidence must be in (0, 1), got {self.alpha!r} and {self.confidence!r}")
-        if not (_whole_within(self.process_pairs, PAIRS_RANGE) and _whole_within(self.looks, LOOKS_RANGE)
+        if not (whole_within(self.process_pairs, PAIRS_RANGE) and whole_within(self.looks, LOOKS_RANGE)
                 and 0.0 < self.budget_seconds < math.inf):
             raise ValueError(f"need process pairs in {PAIRS_RANGE}, looks in {LOOKS_RANGE} (integers) and a finite "
                              f"budget > 0 s, got {self}")
@@ -98,7 +99,7 @@ class Settings:
                 "process_pairs": self.process_pairs, "looks": self.looks, "budget_seconds": self.budget_seconds}
 
 
-def _whole_within(value: object, bounds: tuple[int, int]) -> bool:
+def whole_within(value: object, bounds: tuple[int, int]) -> TypeGuard[int]:
     """True when ``value`` is an integer (not a bool) within ``bounds``, both included."""
     return isinstance(value, int) and not isinstance(value, bool) and bounds[0] <= value <= bounds[1]
 

@@ -40,6 +40,7 @@ from harness.gate import (
     decide,
     pair_values,
     split_pairs,
+    whole_within,
 )
 from harness.report.drift import Drift, find_drift
 from harness.report.errors import ReportInputError, shorten
@@ -331,7 +332,7 @@ def _recorded_whole(cur: BenchmarkRun, key: str, bounds: tuple[int, int], defaul
     """The run file's setting ``key`` when it is an integer within ``bounds``, else ``default`` (saying so in
     ``said``: the verdicts are then judged at another level than the run's)."""
     value = cur.harness.get(key)
-    if isinstance(value, int) and not isinstance(value, bool) and bounds[0] <= value <= bounds[1]:
+    if whole_within(value, bounds):
         return value
     said.append(f"the current run file records no usable {key} ({shorten(repr(value), 40)}, expected an integer from "
                 f"{bounds[0]} to {bounds[1]}): judged with {default}, so the levels may differ from the run's")
