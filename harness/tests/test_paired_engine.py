@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -14,6 +15,7 @@ from harness.paired.engine import (
     STOP_MAX,
     STOP_PRECISION,
     Budget,
+    Calls,
     calibrate,
     half_width,
     iterations_for,
@@ -49,6 +51,15 @@ def test_calibration_sizes_rounds_to_the_target_and_its_rounds_are_warmup():
     assert side.requests == [(1, True), (200, True)]
     assert iterations_for(per_call, 0.002) == 200
     assert iterations_for(0.5, 0.002) == 1  # a call longer than a round: one call per round
+
+
+def test_fixed_calls_are_not_calibrated_and_warm_up_as_the_benchmark_says():
+    """Calls a benchmark fixed itself (pedantic) get its ``warmup_rounds`` rounds of them, none when it says 0."""
+    for warmup, requests in ((0, []), (2, [(3, True), (3, True)])):
+        side = FakeSide(1e-3)
+        [per_call] = calibrate([side], round_s=0.002, calls=Calls(3, warmup))
+        assert side.requests == requests
+        assert per_call == (math.inf if not warmup else pytest.approx(1e-3))
 
 
 def test_rounds_alternate_a_b_b_a_and_stop_when_precise():
@@ -195,10 +206,10 @@ def test_sides_of_one_benchmark_make_the_same_calls_per_round_and_different_benc
         return [FakeSide(1e-5), FakeSide(1.3e-5), FakeSide(0.8e-5), FakeSide(1e-5)]
     budget = Budget(min_rounds=2, max_rounds=2)
     quickest = iterations_for(0.8e-5, budget.round_s)  # 250 calls of 8 us make 2 ms
-    shared = time_alone_or_beside(sides(), [None] * 4, budget, spread, same_calls=True)
+    shared = time_alone_or_beside(sides(), [Calls()] * 4, budget, spread, same_calls=True)
     assert shared.iterations == (quickest,) * 4
-    own = time_alone_or_beside(sides(), [None] * 4, budget, spread)
+    own = time_alone_or_beside(sides(), [Calls()] * 4, budget, spread)
     assert own.iterations == tuple(iterations_for(t, budget.round_s) for t in (1e-5, 1.3e-5, 0.8e-5, 1e-5))
     assert len(set(own.iterations)) == 3
-    fixed = time_alone_or_beside(sides(), [7, None, None, 3], budget, spread, same_calls=True)
+    fixed = time_alone_or_beside(sides(), [Calls(7), Calls(), Calls(), Calls(3)], budget, spread, same_calls=True)
     assert fixed.iterations == (7, quickest, quickest, 3)  # calls the benchmark set itself (pedantic) stay its own

@@ -1,4 +1,5 @@
-"""The benchmark worker keeps a module's fixtures for the next test of that module, and only then."""
+"""The benchmark worker keeps a module's fixtures for the next test of that module, and only then; its ``benchmark``
+returns what pytest-benchmark's would."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.paired.engine import Side
 from harness.paired.process import WorkerProcess, close_all
-from harness.paired.session import PASSED, collected, release_all, start
+from harness.paired.session import PASSED, collected, finish, release_all, start
 
+_QUIET = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-q"]
 _MODULE = """
 import pytest
 
@@ -42,8 +45,7 @@ def suite(tmp_path: Path) -> tuple[Path, Path]:
 def _run(suite: tuple[Path, Path], plan: list[tuple[str, bool]]) -> list[str]:
     """Run ``plan`` ((test, keep) in turn) on one real worker and return the fixture events, after it quit."""
     folder, events = suite
-    worker = WorkerProcess("w", sys.executable, folder, [str(folder), "-p", "no:cacheprovider", "-q"],
-                           dict(os.environ), folder / "w.log")
+    worker = WorkerProcess("w", sys.executable, folder, [str(folder), *_QUIET], dict(os.environ), folder / "w.log")
     try:
         names = list(collected(worker).items)
         for test, keep in plan:
@@ -74,3 +76,47 @@ def test_without_keep_a_test_is_torn_down_completely(suite) -> None:
 def test_release_tears_down_what_a_worker_keeps(suite) -> None:
     events = _run(suite, [("test_mod_a.py::test_one", True), ("release", True), ("test_mod_a.py::test_two", True)])
     assert events == ["up mod_a", "down mod_a", "released", "up mod_a", "down mod_a"]
+
+
+_BENCH = """
+def test_single_calls(benchmark):
+    calls = []
+
+    def fn():
+        calls.append(1)
+        return len(calls)
+    got = benchmark.pedantic(fn, setup=lambda: None, rounds=3, warmup_rounds=0)
+    assert got == len(calls) == 3, (got, len(calls))
+
+def test_looped_calls(benchmark):
+    calls = []
+
+    def fn():
+        calls.append(1)
+        return len(calls)
+    got = benchmark(fn)
+    assert got == len(calls) == 11, (got, len(calls))
+"""
+
+
+def test_a_benchmark_returns_its_result_as_pytest_benchmark_does_and_says_its_warmup(tmp_path: Path) -> None:
+    """pytest-benchmark returns the last timed call's result when a round makes one call, and makes one more call for
+    it after rounds of several; pedantic's ``warmup_rounds`` reaches the controller when the calls are fixed. The test
+    bodies assert the call counts (3 rounds of one call: 3 calls; 2 rounds of 5: 10 calls and one more)."""
+    (tmp_path / "test_bench_calls.py").write_text(_BENCH)
+    worker = WorkerProcess("w", sys.executable, tmp_path, [str(tmp_path), *_QUIET], dict(os.environ), tmp_path / "w.log")
+    try:
+        names = list(collected(worker).items)
+        single = start(worker, next(n for n in names if n.endswith("test_single_calls")))
+        assert (single["ev"], single["iterations"], single["warmup_rounds"]) == ("ready", 1, 0)
+        for _ in range(3):
+            Side(worker).time(1)
+        assert finish(worker).outcome == PASSED
+        looped = start(worker, next(n for n in names if n.endswith("test_looped_calls")))
+        assert (looped["ev"], looped["iterations"], looped["warmup_rounds"]) == ("ready", None, None)
+        for _ in range(2):
+            Side(worker).time(5)
+        ended = finish(worker)
+        assert ended.outcome == PASSED, ended.message
+    finally:
+        close_all([worker])

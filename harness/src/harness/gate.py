@@ -44,9 +44,9 @@ ALPHA = 0.01  # the chance that a run of unchanged code flags anything (--alpha)
 CONFIDENCE = 0.95  # the interval shown for each change, and the one "unchanged" must fit inside the minimum effect
 PROCESS_PAIRS = 4  # process pairs per look (--process-pairs)
 LOOKS = 5  # sets of process pairs an undecided entry may get (--looks)
-ROUNDS = 40  # rounds per process pair and side at most
+ROUNDS = 24  # rounds per process pair and side at most
 ROUND_SECONDS = 0.002  # target length of one round: calls per round are calibrated to it
-BUDGET_SECONDS = 2.0  # seconds of rounds per entry and look, all process pairs together (--budget)
+BUDGET_SECONDS = 1.0  # seconds of rounds per entry and look, all process pairs together (--budget)
 
 # What a run may set them to (bounds, not knobs): a t-test needs two pair values; each look of each process pair
 # holds two worker processes for the rest of the run, so a run holds at most 2 * 16 * 6 = 192 of them.

@@ -8,7 +8,8 @@ Writing a benchmark (a new file ``test_bench_<area>.py`` here, e.g. for CUDA, DI
 * **Time one call** with pytest-benchmark's fixture: ``benchmark(fn)`` for a quick call, or
   ``harness.benchmarks.measure.run(benchmark, fn, probe_s)``, which switches to explicit rounds for slow calls. Check
   the result once, untimed, before timing (a broken kernel must not report a fast number). The paired runner decides
-  rounds and calls per round itself; ``benchmark.pedantic(..., iterations=N)`` or a ``setup`` fixes the calls.
+  rounds and calls per round itself; ``benchmark.pedantic(..., iterations=N)`` or a ``setup`` fixes the calls (and
+  then its ``warmup_rounds`` say how many untimed rounds go first, as in pytest-benchmark: none by default).
 * **Record the figure** with ``measure.record_time(benchmark, device, "us/call")`` or ``measure.record_rate(benchmark,
   device, {"GB/s": nbytes / 1e9})`` (``device`` is ``measure.HOST`` for work without a device); the keys are those of
   ``harness.bench_schema``.

@@ -27,7 +27,7 @@ import numpy as np
 from harness.bench_schema import ENTRY, MODE_AB, short_name, work_change
 from harness.gate import ROUND_SECONDS, ROUNDS, Decision, Settings, Verdict, decide, pair_values, worth_more_pairs
 from harness.paired.cpus import CpuChooser
-from harness.paired.engine import STOP_BUDGET, Budget, RoundFailed, Rounds, Side
+from harness.paired.engine import STOP_BUDGET, Budget, Calls, RoundFailed, Rounds, Side
 from harness.paired.process import WorkerError, WorkerProcess, describe_status
 from harness.paired.runfile import CpuUse, benchmark_record, run_document
 from harness.paired.session import (
@@ -292,7 +292,7 @@ class _Run:
             return
         budget = look_budget(self.settings.budget_seconds)
         try:
-            rounds = time_alone_or_beside([Side(worker)], [ready["iterations"]], budget, lambda _: float("inf"))
+            rounds = time_alone_or_beside([Side(worker)], [Calls.of(ready)], budget, lambda _: float("inf"))
         except RoundFailed as failure:
             _not_timed(nodeid, {side: Finished.of(failure.done)}, self.result, self.progress)
             return

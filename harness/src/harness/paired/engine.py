@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +20,7 @@ from scipy import stats as sps
 
 from harness.paired.process import WorkerProcess
 
-__all__ = ["STOP_BUDGET", "STOP_MAX", "STOP_PRECISION", "Budget", "RoundFailed", "Rounds", "Side", "calibrate",
+__all__ = ["STOP_BUDGET", "STOP_MAX", "STOP_PRECISION", "Budget", "Calls", "RoundFailed", "Rounds", "Side", "calibrate",
            "half_width", "iterations_for", "measure", "median_ci", "round_order"]
 
 STOP_PRECISION = "precision"  # the CI became narrow enough
@@ -52,6 +52,22 @@ class Budget:
             raise ValueError(f"invalid measurement budget {self}")
         if not 2 <= self.min_rounds <= self.max_rounds:
             raise ValueError(f"need 2 <= min_rounds <= max_rounds, got {self.min_rounds} and {self.max_rounds}")
+
+
+@dataclass(frozen=True)
+class Calls:
+    """The calls a ready benchmark asked for (its ``ready`` message): ``fixed`` calls per round (pedantic's
+    ``iterations``, or 1 with a ``setup``; None: the controller calibrates them) and, with fixed calls, the
+    ``warmup_rounds`` run before the timed ones (pedantic's own: pytest-benchmark runs that many, default 0; 1 when the
+    benchmark did not say)."""
+
+    fixed: int | None = None
+    warmup_rounds: int = 1
+
+    @classmethod
+    def of(cls, ready: Mapping[str, Any]) -> Calls:
+        warmup = ready.get("warmup_rounds")
+        return cls(ready.get("iterations"), 1 if warmup is None else int(warmup))
 
 
 class RoundFailed(Exception):
@@ -91,11 +107,12 @@ class Rounds:
     seconds: float
 
 
-def calibrate(sides: Sequence[Side], round_s: float, fixed: int | None = None) -> list[float]:
+def calibrate(sides: Sequence[Side], round_s: float, calls: Calls = Calls()) -> list[float]:
     """Seconds per call of each side, estimated by rounds that double as warm-up: one call, then one round of about
-    ``round_s``; with ``fixed`` (iterations the benchmark set itself) one round of that many calls."""
-    if fixed is not None:
-        return [side.time(fixed, warmup=True) / fixed for side in sides]
+    ``round_s``. With ``calls.fixed`` (iterations the benchmark set itself) there is nothing to calibrate: its
+    ``warmup_rounds`` rounds of that many calls, the last one's time per call (inf after none)."""
+    if calls.fixed is not None:
+        return [_warm_up(side, calls.fixed, calls.warmup_rounds) for side in sides]
     per_call = []
     for side in sides:
         first = side.time(1, warmup=True)
@@ -105,6 +122,14 @@ def calibrate(sides: Sequence[Side], round_s: float, fixed: int | None = None) -
         guess = min(_MAX_ITERATIONS, max(1, int(round_s / max(first, 1e-9))))
         # at most a thousand times quicker than the first call: a round misread as ~0 s must not ask for millions
         per_call.append(max(side.time(guess, warmup=True) / guess, first / 1000))
+    return per_call
+
+
+def _warm_up(side: Side, fixed: int, rounds: int) -> float:
+    """``rounds`` warm-up rounds of ``fixed`` calls on ``side``: the last one's seconds per call (inf after none)."""
+    per_call = math.inf
+    for _ in range(rounds):
+        per_call = side.time(fixed, warmup=True) / fixed
     return per_call
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.paired.engine import Budget, RoundFailed, Rounds, Side, calibrate, iterations_for, measure
+from harness.paired.engine import Budget, Calls, RoundFailed, Rounds, Side, calibrate, iterations_for, measure
 from harness.paired.process import ANSWER_SECONDS, WorkerError, WorkerProcess, close_all
 
 __all__ = ["FAILED", "PASSED", "SKIPPED", "Collected", "Finished", "Outcome", "WorkerSpec", "collected", "finish", "finish_all",
@@ -139,7 +139,7 @@ def run_same(sides: Sequence[Side], nodeid: str, budget: Budget, spread: Callabl
     if any(message["ev"] == "done" for message in ready):
         return Outcome(nodeid, _not_reached(workers, ready), None)
     try:
-        rounds = time_alone_or_beside(sides, [m["iterations"] for m in ready], budget, spread, same_calls=True)
+        rounds = time_alone_or_beside(sides, [Calls.of(m) for m in ready], budget, spread, same_calls=True)
     except RoundFailed as failure:
         failed = Finished.of(failure.done)
         why = f"it failed in a timed round on {failure.worker.label}"
@@ -180,9 +180,9 @@ def _unpin(workers: Sequence[WorkerProcess]) -> None:
         worker.pin(set(os.sched_getaffinity(0)))
 
 
-def time_alone_or_beside(sides: Sequence[Side], fixed: Sequence[int | None], budget: Budget,
+def time_alone_or_beside(sides: Sequence[Side], asked: Sequence[Calls], budget: Budget,
                          spread: Callable[[list[np.ndarray]], float], same_calls: bool = False) -> Rounds:
-    """Time ready benchmarks in alternation (or one alone), each side with its own calls per round (``fixed[i]``
+    """Time ready benchmarks in alternation (or one alone), each side with its own calls per round (``asked[i].fixed``
     when the benchmark set them, else calibrated to ``budget.round_s``), or with ``same_calls`` (the sides run the
     same benchmark) all with the calls that make a round of the quickest side last ``budget.round_s``.
 
@@ -192,10 +192,10 @@ def time_alone_or_beside(sides: Sequence[Side], fixed: Sequence[int | None], bud
     planted x1.1 read x1.249 on a CLOUD exec-wait at 5 calls per round of A against 3 of B, and x1.102 at the same
     calls. Rounds of a slower side are then longer, which the run-queue-corrected clock
     (``harness.paired.worker.RunClock``) keeps from counting its neighbours' time."""
-    per_call = [calibrate([side], budget.round_s, own)[0] for side, own in zip(sides, fixed)]
+    per_call = [calibrate([side], budget.round_s, own)[0] for side, own in zip(sides, asked)]
     shared = iterations_for(min(per_call), budget.round_s)
-    calls = [own if own is not None else shared if same_calls else iterations_for(t, budget.round_s)
-             for own, t in zip(fixed, per_call)]
+    calls = [own.fixed if own.fixed is not None else shared if same_calls else iterations_for(t, budget.round_s)
+             for own, t in zip(asked, per_call)]
     return measure(sides, calls, budget, spread)
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from harness.bench_schema import ENTRY, LIMIT, PAIRED_LIMIT_KEY, short_name
 from harness.gate import log_ratios
 from harness.paired.cpus import CpuChooser
-from harness.paired.engine import Budget, RoundFailed, Rounds, Side, half_width
+from harness.paired.engine import Budget, Calls, RoundFailed, Rounds, Side, half_width
 from harness.paired.process import WorkerProcess
 from harness.paired.runfile import benchmark_record
 from harness.paired.session import PASSED, Collected, Finished, finish, skip_reasons, start, time_alone_or_beside
@@ -54,7 +54,7 @@ class _Held:
     """The limit waiting in the limit worker, and the rounds it has given while waiting."""
 
     nodeid: str
-    fixed: int | None
+    calls: Calls
     rounds: list[Rounds] = field(default_factory=list)
 
 
@@ -119,7 +119,7 @@ class _StoredRun:
         self._pin(nodeid, *([held.nodeid] if held is not None else []))
         if held is None:
             try:
-                rounds = time_alone_or_beside([Side(self.entries)], [ready["iterations"]], budget, _alone_spread(budget))
+                rounds = time_alone_or_beside([Side(self.entries)], [Calls.of(ready)], budget, _alone_spread(budget))
             except RoundFailed as failure:
                 self._ended(nodeid, Finished.of(failure.done))
                 return
@@ -127,7 +127,7 @@ class _StoredRun:
             return
         sides = [Side(self.entries), Side(self.limits)]
         try:
-            rounds = time_alone_or_beside(sides, [ready["iterations"], held.fixed], budget, _paired_spread(budget))
+            rounds = time_alone_or_beside(sides, [Calls.of(ready), held.calls], budget, _paired_spread(budget))
         except RoundFailed as failure:
             self._round_failed(nodeid, held, failure)
             return
@@ -157,7 +157,7 @@ class _StoredRun:
             self._ended(limit, Finished.of(ready))
             self.group_limit = {g: n for g, n in self.group_limit.items() if n != limit}
             return None
-        self.held = _Held(limit, ready["iterations"])
+        self.held = _Held(limit, Calls.of(ready))
         return self.held
 
     def _release(self) -> None:
@@ -180,7 +180,7 @@ class _StoredRun:
             return
         self._pin(nodeid)
         try:
-            rounds = time_alone_or_beside([Side(worker)], [ready["iterations"]], budget, _alone_spread(budget))
+            rounds = time_alone_or_beside([Side(worker)], [Calls.of(ready)], budget, _alone_spread(budget))
         except RoundFailed as failure:
             self._ended(nodeid, Finished.of(failure.done))
             return

@@ -19,7 +19,7 @@ Protocol (controller -> worker ``op``, worker -> controller ``ev``):
 * ``start`` {nodeid, keep}: run that test. Its module's fixtures stay set up after it when ``keep`` is true (the
   default), until a test of another module starts (see below). When its body calls ``benchmark(fn)`` or
   ``benchmark.pedantic(...)`` the worker sends ``ready`` {nodeid, group, extra_info, iterations (fixed by pedantic,
-  else null)} and waits inside the call;
+  else null), warmup_rounds (pedantic's, with fixed iterations; else null)} and waits inside the call;
   a test that ends without calling it (skip, failure) sends ``done`` at once;
 * while ready: ``time`` {iterations, rounds, stretch, untimed, warmup} runs ``rounds`` rounds of ``iterations`` calls
   each and answers ``times`` {t: seconds per round}; ``stretch`` > 1 lengthens every round to ``stretch`` times its
@@ -27,7 +27,8 @@ Protocol (controller -> worker ``op``, worker -> controller ``ev``):
   that factor), or with ``untimed`` spins as long right after the timed span (the unchanged side of a planted run:
   both sides then keep the CPU busy alike, and only the planted side's clock counts it); the rounds count for
   ``benchmark.stats`` (which the test reads to record its figures) unless ``warmup``;
-* ``finish``: the benchmark call returns (the function's result, as pytest-benchmark does) and the test goes on
+* ``finish``: the benchmark call returns the function's result as pytest-benchmark does (the last round's call when
+  that round made one call, else one more call's) and the test goes on
   (recording ``extra_info``); ``abort`` {reason}: the call raises ``pytest.skip`` instead. Either way the worker then
   sends ``done`` {nodeid, outcome ("passed" | "skipped" | "failed"), message, name, group, params, param,
   extra_info};
@@ -232,6 +233,7 @@ def _queued_of(paths: list[str] | dict[str, float]) -> dict[str, float]:
 
 
 _CLOCK = RunClock()
+_NO_RESULT = object()  # a round of several calls keeps no result
 
 
 class _Stats:
@@ -260,8 +262,9 @@ class PairedBenchmark(_FixtureBase):  # type: ignore[misc,valid-type]
 
     ``benchmark(fn, *args, **kwargs)`` and ``benchmark.pedantic(target, args, kwargs, setup, teardown, rounds,
     warmup_rounds, iterations)`` both hand the function to the controller, which chooses rounds, iterations (fixed
-    when pedantic gives ``iterations`` or a ``setup``) and warm-up; ``rounds``/``warmup_rounds`` of pedantic are
-    left to it. Attributes as pytest-benchmark's: name, fullname, group, param, params, extra_info, disabled, stats.
+    when pedantic gives ``iterations`` or a ``setup``) and warm-up (with fixed iterations, pedantic's
+    ``warmup_rounds``); pedantic's ``rounds`` is left to it. Attributes as pytest-benchmark's: name, fullname, group,
+    param, params, extra_info, disabled, stats.
     """
 
     def __init__(self, node: pytest.Item, channel: Channel) -> None:  # no super().__init__: its state is not used
@@ -293,7 +296,8 @@ class PairedBenchmark(_FixtureBase):  # type: ignore[misc,valid-type]
         if iterations > 1 and setup:
             raise ValueError("Can't use more than 1 `iterations` with a `setup` function.")
         fixed = iterations if (setup is not None or iterations > 1) else None
-        return self._serve(target, (tuple(args), dict(kwargs or {})), setup, teardown, fixed)
+        return self._serve(target, (tuple(args), dict(kwargs or {})), setup, teardown, fixed,
+                           warmup_rounds if fixed is not None else None)
 
     def _claim(self, mode: str) -> None:
         if self._mode:
@@ -302,21 +306,25 @@ class PairedBenchmark(_FixtureBase):  # type: ignore[misc,valid-type]
         self._mode = mode
 
     def _serve(self, target: Callable[..., Any], arguments: tuple[tuple, dict] | None,
-               setup: Callable[[], Any] | None, teardown: Callable[..., Any] | None, fixed: int | None = None) -> Any:
+               setup: Callable[[], Any] | None, teardown: Callable[..., Any] | None, fixed: int | None = None,
+               warmup_rounds: int | None = None) -> Any:
         def call_args() -> tuple[tuple, dict]:
             given = arguments or ((), {})
             made = setup() if setup is not None else None
             return (made[0], made[1]) if made else given
 
         self._channel.send(ev="ready", nodeid=self.fullname, group=self.group, extra_info=_plain(self.extra_info),
-                           iterations=fixed)
+                           iterations=fixed, warmup_rounds=warmup_rounds)
+        result: Any = _NO_RESULT
         while True:
             command = self._channel.receive()
             op = command["op"]
             if op == "time":
-                times = [self._round(target, call_args, teardown, command["iterations"], command.get("stretch", 1.0),
-                                     bool(command.get("untimed")))
-                         for _ in range(command["rounds"])]
+                times = []
+                for _ in range(command["rounds"]):
+                    elapsed, result = self._round(target, call_args, teardown, command["iterations"],
+                                                  command.get("stretch", 1.0), bool(command.get("untimed")))
+                    times.append(elapsed)
                 if not command.get("warmup"):
                     self._per_call += [t / command["iterations"] for t in times]
                 self._channel.send(ev="times", t=times)
@@ -329,20 +337,27 @@ class PairedBenchmark(_FixtureBase):  # type: ignore[misc,valid-type]
                 raise RuntimeError(f"benchmark worker: unexpected command {op!r} while timing {self.fullname}")
         if self._per_call:
             self.stats = _Metadata(self._per_call)
-        args, kwargs = call_args()
-        result = target(*args, **kwargs)
-        if teardown is not None:
-            teardown(*args, **kwargs)
+        if result is _NO_RESULT:  # the last round made several calls: one more for the result, as pytest-benchmark
+            args, kwargs = call_args()
+            result = target(*args, **kwargs)
+            if teardown is not None:
+                teardown(*args, **kwargs)
         return result
 
     @staticmethod
     def _round(target: Callable[..., Any], call_args: Callable[[], tuple[tuple, dict]],
-               teardown: Callable[..., Any] | None, iterations: int, stretch: float, untimed: bool = False) -> float:
+               teardown: Callable[..., Any] | None, iterations: int, stretch: float,
+               untimed: bool = False) -> tuple[float, Any]:
+        """Seconds of one round of ``iterations`` calls, and the call's result when it made one (else _NO_RESULT)."""
         args, kwargs = call_args()
         clock = _CLOCK
         start = clock.start()
-        for _ in range(iterations):
-            target(*args, **kwargs)
+        if iterations == 1:
+            result = target(*args, **kwargs)
+        else:
+            for _ in range(iterations):
+                target(*args, **kwargs)
+            result = _NO_RESULT
         elapsed = clock.since(start)
         if stretch > 1.0:  # the planted slowdown: spin until the round is ``stretch`` times as long
             goal = elapsed * stretch
@@ -352,7 +367,7 @@ class PairedBenchmark(_FixtureBase):  # type: ignore[misc,valid-type]
                 elapsed = clock.since(start)
         if teardown is not None:
             teardown(*args, **kwargs)
-        return elapsed
+        return elapsed, result
 
     def _cleanup(self) -> None:  # pytest-benchmark's fixture API; nothing to undo here
         return None
