@@ -195,11 +195,13 @@ def test_a_b_run_flags_the_twice_slower_working_tree_and_lists_new_and_missing(r
     assert a_entry["options"]["threads"] == 1
     out = capsys.readouterr().out
     assert "benchmark report (A/B): FAIL: 1 of 4 entries regressed" in out  # entry, seed, added, removed
-    # skipped on both sides: one line per reason, never started, not in the report
+    # skipped on both sides: one line per reason, never started, not judged; the reports say what was not timed
     assert "1 benchmark(s) skipped: not on this machine" in out
     assert "2 benchmark(s) skipped: a limit or peer: the same code on both sides" in out
     assert "test_skipped" not in verdicts(doc) and "not on this machine" not in (root / "out" / "logs" / "A1.log").read_text()
+    assert "1 benchmark(s) not timed: not on this machine" in doc["notes"]
     markdown = (root / "out" / "report.md").read_text()
+    assert "2 benchmark(s) not timed: a limit or peer" in markdown
     assert f"**A** = HEAD ({head[:12]})" in markdown and "docs/benchmark-gate.md" in markdown
     # the runs table lists A first, as the rest of the report does, and each column holds its own side's commit
     assert "| | A (git ref) | B (working tree) |" in markdown and "| time change (+ = B slower) |" in markdown
@@ -504,10 +506,14 @@ def test_an_empty_out_is_refused_rather_than_the_working_directory(root, capsys)
     assert "--out needs a directory" in capsys.readouterr().err
 
 
-def test_looks_given_as_a_superscript_digit_gets_the_options_own_message(root, capsys):
+@pytest.mark.parametrize(("value", "shown"), [("\u00b2", "'\u00b2'"), ("\u0661", "'\u0661'"),  # superscript, Arabic-Indic 1
+                                             ("9" * 5000, "'99999999999999999999... (5000 characters)'")])
+def test_looks_not_in_ascii_digits_or_huge_gets_the_options_own_short_message(root, capsys, value, shown):
     with pytest.raises(SystemExit) as exc:
-        run_bench(root, "--against", "HEAD", "--looks", "\u00b2")
-    assert exc.value.code == 2 and "must be an integer from 1 to 6 (sets of process pairs)" in capsys.readouterr().err
+        run_bench(root, "--against", "HEAD", "--looks", value)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and f"must be an integer from 1 to 6 (sets of process pairs), got {shown}" in err
+    assert len(err) < 1000
 
 
 @pytest.mark.parametrize(("extra", "why"), [

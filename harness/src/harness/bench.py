@@ -52,7 +52,7 @@ from harness.paired.ab import WorkerSet, run_ab
 from harness.paired.process import ANSWER_SECONDS, WorkerError, WorkerProcess
 from harness.paired.reftree import RefError, Sides, default_ref, prepare_sides
 from harness.paired.runfile import run_document
-from harness.paired.session import WorkerSpec, open_workers
+from harness.paired.session import WorkerSpec, not_timed, open_workers
 from harness.paired.stored import ENTRY_BUDGET, run_stored
 from harness.report import ReportInputError, parse_run
 from harness.report.cli import add_verdict_arguments, finish, parse_probability_option, threshold_of, write_report
@@ -315,7 +315,8 @@ def _stored(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -
         saved = store.save_baseline(run_file, current, since)
     report, written = write_report(current, baseline, drift_window(history, baseline), out=args.out,
                                    threshold=threshold_of(args), min_effect=args.min_effect,
-                                   saved_baseline=str(saved) if saved else None, warnings=skipped)
+                                   saved_baseline=str(saved) if saved else None, warnings=skipped,
+                                   notes=not_timed(result.skipped))
     status = finish(report, written, no_fail=args.no_fail)
     if saved is not None:
         print(f"baseline: {'replaced' if baseline is not None else 'saved'} {saved} with this run ({run_file})")
@@ -392,7 +393,7 @@ def _ab_locked(args: argparse.Namespace, store: RunStore, pytest_args: list[str]
     baseline, current = (parse_run(doc, str(path)) for path, doc in zip(files, result.documents))
     warnings = [f"failed on A (the ref) only: {name}" for name in result.failed[0] if name not in result.failed[1]]
     report, written = write_report(current, baseline, [], out=out, min_effect=args.min_effect, alpha=settings.alpha,
-                                   warnings=warnings, broken=sorted(result.failed[1]))
+                                   warnings=warnings, broken=sorted(result.failed[1]), notes=not_timed(result.skipped))
     status = finish(report, written, no_fail=args.no_fail)
     if result.failed[1]:
         return _failures(result.failed[1], "the report above covers the benchmarks that ran")
@@ -538,12 +539,12 @@ def _looks(text: str) -> int:
 
 def _bounded(text: str, bounds: tuple[int, int], what: str) -> int:
     """``text`` as an integer within ``bounds``; argparse's ArgumentTypeError naming ``what`` it counts otherwise."""
-    try:
-        value = int(text)
-    except ValueError:  # also "²", which str.isdigit() accepts
-        value = bounds[0] - 1
+    stripped = text.strip()
+    # ASCII digits only: int() also reads other scripts' digits ("١" is 1)
+    value = int(stripped) if stripped.isascii() and stripped.isdigit() and len(stripped) < 4 else bounds[0] - 1
     if not whole_within(value, bounds):
-        raise argparse.ArgumentTypeError(f"must be an integer from {bounds[0]} to {bounds[1]} ({what}), got {text!r}")
+        shown = text if len(text) <= 20 else f"{text[:20]}... ({len(text)} characters)"
+        raise argparse.ArgumentTypeError(f"must be an integer from {bounds[0]} to {bounds[1]} ({what}), got {shown!r}")
     return value
 
 

@@ -15,7 +15,8 @@ from harness.paired.engine import Budget, Calls, RoundFailed, Rounds, Side, cali
 from harness.paired.process import ANSWER_SECONDS, WorkerError, WorkerProcess, close_all
 
 __all__ = ["FAILED", "PASSED", "SKIPPED", "Collected", "Finished", "Outcome", "WorkerSpec", "collected", "finish", "finish_all",
-           "open_workers", "release_all", "run_same", "skip_reasons", "start", "start_all", "time_alone_or_beside"]
+           "not_timed", "open_workers", "release_all", "run_same", "skip_reasons", "start", "start_all",
+           "time_alone_or_beside"]
 
 PASSED, SKIPPED, FAILED = "passed", "skipped", "failed"
 
@@ -230,6 +231,11 @@ def open_workers(specs: Sequence[WorkerSpec], pytest_args: Sequence[Sequence[str
         raise
     finally:
         close_all(workers)
+
+
+def not_timed(skipped: dict[str, str]) -> list[str]:
+    """The reports' lines for ``skipped`` (nodeid -> reason): one per reason, with its count."""
+    return [f"{count} benchmark(s) not timed: {reason}" for reason, count in skip_reasons(skipped).items()]
 
 
 def skip_reasons(skipped: dict[str, str]) -> dict[str, int]:

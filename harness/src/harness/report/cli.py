@@ -122,18 +122,22 @@ def write_report(
     saved_baseline: str | None = None,
     warnings: Sequence[str] = (),
     broken: Sequence[str] = (),
+    notes: Sequence[str] = (),
 ) -> tuple[ComparisonResult, list[Path]]:
     """Compare ``current`` with ``baseline`` (None: no baseline, every benchmark new), write report.md, report.html and
     report.json into ``out`` (all or none), and return the result and the written paths. ``history`` (earlier runs of
     the machine, oldest first) feeds the trend plots and the drift check; ``threshold``/``min_effect`` are fractions,
     ``alpha`` the tests' level; ``saved_baseline`` the file the caller saved ``current`` to as the new baseline (the
     reports say so); ``warnings`` are added at the top; ``broken`` names benchmarks that failed on the working tree
-    (listed as warnings; they fail the run). Raises ReportInputError."""
+    (listed as warnings; they fail the run); ``notes`` are added to the notes (e.g. what was not timed, and why).
+    Raises ReportInputError."""
     result = compare(current, baseline, history=history, threshold=threshold, min_effect=min_effect, alpha=alpha,
                      saved_baseline=saved_baseline)
     failed_lines = [f"failed on B (the working tree): {name}" for name in broken]
     if warnings or broken:
         result = replace(result, warnings=(*failed_lines, *warnings, *result.warnings), broken=tuple(broken))
+    if notes:
+        result = replace(result, notes=(*result.notes, *notes))
     doc_href = gate_doc_href(out)
     files = {
         "report.md": render_markdown(result, len(history), doc_href),
