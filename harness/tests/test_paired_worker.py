@@ -96,13 +96,26 @@ def test_looped_calls(benchmark):
         return len(calls)
     got = benchmark(fn)
     assert got == len(calls) == 11, (got, len(calls))
+
+def test_plain_single_calls(benchmark):
+    calls = []
+
+    def fn():
+        calls.append(1)
+        return len(calls)
+    got = benchmark(fn)
+    assert got == len(calls) == 3, (got, len(calls))
+
+def test_bad_warmup(benchmark):
+    benchmark.pedantic(lambda: 1, iterations=2, warmup_rounds="2")
 """
 
 
 def test_a_benchmark_returns_its_result_as_pytest_benchmark_does_and_says_its_warmup(tmp_path: Path) -> None:
-    """pytest-benchmark returns the last timed call's result when a round makes one call, and makes one more call for
-    it after rounds of several; pedantic's ``warmup_rounds`` reaches the controller when the calls are fixed. The test
-    bodies assert the call counts (3 rounds of one call: 3 calls; 2 rounds of 5: 10 calls and one more)."""
+    """pytest-benchmark's pedantic returns the last timed call's result when a round makes one call; after rounds of
+    several, and always for ``benchmark(fn)``, it makes one more call for it; pedantic's ``warmup_rounds`` reaches the
+    controller when the calls are fixed, and a bad one fails the test in pytest-benchmark's words. The test bodies
+    assert the call counts (pedantic, 3 rounds of one call: 3; 2 rounds of 5: 10 and one more; plain, 2 of one: 3)."""
     (tmp_path / "test_bench_calls.py").write_text(_BENCH)
     worker = WorkerProcess("w", sys.executable, tmp_path, [str(tmp_path), *_QUIET], dict(os.environ), tmp_path / "w.log")
     try:
@@ -118,5 +131,13 @@ def test_a_benchmark_returns_its_result_as_pytest_benchmark_does_and_says_its_wa
             Side(worker).time(5)
         ended = finish(worker)
         assert ended.outcome == PASSED, ended.message
+        plain = start(worker, next(n for n in names if n.endswith("test_plain_single_calls")))
+        assert plain["ev"] == "ready"
+        for _ in range(2):
+            Side(worker).time(1)
+        ended = finish(worker)
+        assert ended.outcome == PASSED, ended.message
+        bad = start(worker, next(n for n in names if n.endswith("test_bad_warmup")))
+        assert (bad["ev"], bad["outcome"]) == ("done", "failed") and "positive int for `warmup_rounds`" in bad["message"]
     finally:
         close_all([worker])

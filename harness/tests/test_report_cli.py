@@ -371,3 +371,19 @@ def test_a_benchmark_that_failed_on_the_working_tree_fails_the_report(tmp_path):
     assert "FAIL: 1 benchmark(s) failed on B" in md and "bench.py::test\\_gone" in md  # Markdown-escaped
     data = json.loads((tmp_path / "out" / "report.json").read_text())
     assert data["failed"] is True and data["failed_benchmarks"] == ["bench.py::test_gone"]
+
+
+def test_a_skip_reason_becomes_one_plain_line_and_stays_text_in_markdown():
+    """A reason quoted in a note (what was not timed) is one line without pytest's prefix or terminal escapes, cut
+    with "...", and Markdown shows it as text (an HTML comment in it hid the notes after it); a note's own `code`
+    stays code."""
+    from harness.paired.session import not_timed, one_line
+    from harness.report.render_md import escape_prose
+
+    assert one_line("Skipped: needs CUDA 12\n  see docs\n") == "needs CUDA 12 see docs"
+    assert one_line("\x1b[31mred\x1b[0m") == "[31mred [0m" and one_line("x" * 300).endswith("...")
+    assert len(one_line("x" * 300)) == 200
+    assert not_timed({"a": "Skipped: driver <!-- missing", "b": "driver <!-- missing"}) == [
+        "2 benchmark(s) not timed: driver <!-- missing"]
+    assert escape_prose("not timed: driver <!-- x | y `--promote <run>`") == \
+        "not timed: driver \\<!-- x \\| y `--promote <run>`"

@@ -309,6 +309,18 @@ def _ab_pair(looks: object) -> tuple[dict, dict]:
     return docs[0], docs[1]
 
 
+def test_an_ab_file_counts_entries_that_skipped_while_running_and_refuses_fewer_than_it_holds():
+    """The runner's ``entries`` include those that skipped once started (absent from the files): such a count is the
+    run's family, used without a warning; a count below the entries the files hold is not, and the report says so."""
+    for entries, level, warned in ((3, 0.01 / (3 * 2), False), (0, 0.01 / 2, True)):
+        a, b = _ab_pair(2)
+        for doc in (a, b):
+            doc["harness"]["entries"] = entries
+        result = compare(b, a)
+        assert f"at level {level:.1g} " in (result.comparisons[0].note or "")
+        assert any("records no usable entries" in w for w in result.warnings) is warned
+
+
 def test_an_ab_file_without_usable_looks_is_judged_with_the_default_and_the_report_says_so():
     """The corrected level divides alpha by the looks the runner recorded; a file whose ``looks`` is missing or out of
     range is judged with LOOKS, and the report warns that its levels may differ from the run's."""

@@ -267,11 +267,13 @@ def _check_backends(names: str | None) -> None:
 
 def worker_args(suite: str | Path, pytest_args: Sequence[str]) -> list[str]:
     """The pytest command line of a benchmark worker: ``suite`` (a path, or a package name collected with --pyargs),
-    without xdist (its workers would time concurrently), the cache provider or Hypothesis's plugin (it imports
-    Hypothesis, 0.5 s of the 1.1 s a worker takes to start here, and an A/B run starts up to 40 workers), plus the
-    user's ``pytest_args``."""
+    without xdist (its workers would time concurrently) or the cache provider, plus the user's ``pytest_args``. The
+    project's own suite (DEFAULT_SUITE) also runs without Hypothesis's plugin, which it does not use: importing
+    Hypothesis is 0.5 s of the 1.1 s a worker takes to start here, and an A/B run starts up to 40 workers (another
+    suite keeps its plugins: its configuration may pass Hypothesis's options)."""
     target = [str(suite)] if isinstance(suite, Path) else ["--pyargs", suite]
-    return [*target, "-p", "no:xdist", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-q", *pytest_args]
+    unused = ["-p", "no:hypothesispytest"] if suite == DEFAULT_SUITE else []
+    return [*target, "-p", "no:xdist", "-p", "no:cacheprovider", *unused, "-q", *pytest_args]
 
 
 def _suite(text: str) -> str | Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -239,9 +240,20 @@ def not_timed(skipped: dict[str, str]) -> list[str]:
 
 
 def skip_reasons(skipped: dict[str, str]) -> dict[str, int]:
-    """How many benchmarks were skipped for each reason (the reason's last line), in order of first appearance."""
+    """How many benchmarks were skipped for each reason (``one_line``), in order of first appearance."""
     counts: dict[str, int] = {}
     for reason in skipped.values():
-        line = (reason.strip().splitlines() or ["not run"])[-1][:200]
+        line = one_line(reason) or "not run"
         counts[line] = counts.get(line, 0) + 1
     return counts
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+
+
+def one_line(reason: str, most: int = 200) -> str:
+    """A skip ``reason`` as one line: its lines joined, pytest's "Skipped: " prefix and control characters (terminal
+    escapes) dropped, at most ``most`` characters (cut with "...")."""
+    text = " ".join(part.strip() for part in reason.splitlines() if part.strip()).removeprefix("Skipped: ")
+    text = _CONTROL.sub(" ", text).strip()
+    return text if len(text) <= most else text[:most - 3] + "..."

@@ -27,8 +27,8 @@ Protocol (controller -> worker ``op``, worker -> controller ``ev``):
   that factor), or with ``untimed`` spins as long right after the timed span (the unchanged side of a planted run:
   both sides then keep the CPU busy alike, and only the planted side's clock counts it); the rounds count for
   ``benchmark.stats`` (which the test reads to record its figures) unless ``warmup``;
-* ``finish``: the benchmark call returns the function's result as pytest-benchmark does (the last round's call when
-  that round made one call, else one more call's) and the test goes on
+* ``finish``: the benchmark call returns the function's result as pytest-benchmark does (pedantic: the last round's
+  call when that round made one call; else, and always for ``benchmark(fn)``, one more call's) and the test goes on
   (recording ``extra_info``); ``abort`` {reason}: the call raises ``pytest.skip`` instead. Either way the worker then
   sends ``done`` {nodeid, outcome ("passed" | "skipped" | "failed"), message, name, group, params, param,
   extra_info};
@@ -285,19 +285,22 @@ class PairedBenchmark(_FixtureBase):  # type: ignore[misc,valid-type]
 
     def __call__(self, function_to_benchmark: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         self._claim("benchmark(...)")
-        return self._serve(lambda: function_to_benchmark(*args, **kwargs), None, None, None)
+        return self._serve(lambda: function_to_benchmark(*args, **kwargs), None, None, None, keep_result=False)
 
     def pedantic(self, target: Callable[..., Any], args: tuple = (), kwargs: dict | None = None,
                  setup: Callable[[], Any] | None = None, teardown: Callable[..., Any] | None = None, rounds: int = 1,
                  warmup_rounds: int = 0, iterations: int = 1) -> Any:
         self._claim("benchmark.pedantic(...)")
-        if not isinstance(iterations, int) or iterations < 1:
-            raise ValueError("Must have positive int for `iterations`.")
+        for value, what in ((iterations, "iterations"), (rounds, "rounds")):  # pytest-benchmark's checks and words
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"Must have positive int for `{what}`.")
+        if not isinstance(warmup_rounds, int) or warmup_rounds < 0:
+            raise ValueError("Must have positive int for `warmup_rounds`.")
         if iterations > 1 and setup:
             raise ValueError("Can't use more than 1 `iterations` with a `setup` function.")
         fixed = iterations if (setup is not None or iterations > 1) else None
-        return self._serve(target, (tuple(args), dict(kwargs or {})), setup, teardown, fixed,
-                           warmup_rounds if fixed is not None else None)
+        return self._serve(target, (tuple(args), dict(kwargs or {})), setup, teardown, keep_result=True, fixed=fixed,
+                           warmup_rounds=warmup_rounds if fixed is not None else None)
 
     def _claim(self, mode: str) -> None:
         if self._mode:
@@ -306,8 +309,11 @@ class PairedBenchmark(_FixtureBase):  # type: ignore[misc,valid-type]
         self._mode = mode
 
     def _serve(self, target: Callable[..., Any], arguments: tuple[tuple, dict] | None,
-               setup: Callable[[], Any] | None, teardown: Callable[..., Any] | None, fixed: int | None = None,
-               warmup_rounds: int | None = None) -> Any:
+               setup: Callable[[], Any] | None, teardown: Callable[..., Any] | None, keep_result: bool,
+               fixed: int | None = None, warmup_rounds: int | None = None) -> Any:
+        """Wait for the controller's commands (see the module doc) and return the function's result as pytest-benchmark
+        does: pedantic (``keep_result``) the last round's when that round made one call, else that of one more call
+        (``benchmark(fn)`` always makes one; it keeps no round's result alive through the next round)."""
         def call_args() -> tuple[tuple, dict]:
             given = arguments or ((), {})
             made = setup() if setup is not None else None
@@ -320,14 +326,7 @@ class PairedBenchmark(_FixtureBase):  # type: ignore[misc,valid-type]
             command = self._channel.receive()
             op = command["op"]
             if op == "time":
-                times = []
-                for _ in range(command["rounds"]):
-                    elapsed, result = self._round(target, call_args, teardown, command["iterations"],
-                                                  command.get("stretch", 1.0), bool(command.get("untimed")))
-                    times.append(elapsed)
-                if not command.get("warmup"):
-                    self._per_call += [t / command["iterations"] for t in times]
-                self._channel.send(ev="times", t=times)
+                result = self._time(target, call_args, teardown, command, keep_result)
             elif op == "finish":
                 break
             elif op == "abort":
@@ -344,15 +343,30 @@ class PairedBenchmark(_FixtureBase):  # type: ignore[misc,valid-type]
                 teardown(*args, **kwargs)
         return result
 
+    def _time(self, target: Callable[..., Any], call_args: Callable[[], tuple[tuple, dict]],
+              teardown: Callable[..., Any] | None, command: dict[str, Any], keep_result: bool) -> Any:
+        """Answer one ``time`` command (see the module doc); with ``keep_result``, the last round's result
+        (_NO_RESULT after a round of several calls, or without)."""
+        times, result = [], _NO_RESULT
+        for _ in range(command["rounds"]):
+            elapsed, result = self._round(target, call_args, teardown, command["iterations"], keep_result,
+                                          command.get("stretch", 1.0), bool(command.get("untimed")))
+            times.append(elapsed)
+        if not command.get("warmup"):
+            self._per_call += [t / command["iterations"] for t in times]
+        self._channel.send(ev="times", t=times)
+        return result
+
     @staticmethod
     def _round(target: Callable[..., Any], call_args: Callable[[], tuple[tuple, dict]],
-               teardown: Callable[..., Any] | None, iterations: int, stretch: float,
+               teardown: Callable[..., Any] | None, iterations: int, keep: bool, stretch: float,
                untimed: bool = False) -> tuple[float, Any]:
-        """Seconds of one round of ``iterations`` calls, and the call's result when it made one (else _NO_RESULT)."""
+        """Seconds of one round of ``iterations`` calls, and with ``keep`` the call's result when it made one (else
+        _NO_RESULT)."""
         args, kwargs = call_args()
         clock = _CLOCK
         start = clock.start()
-        if iterations == 1:
+        if keep and iterations == 1:
             result = target(*args, **kwargs)
         else:
             for _ in range(iterations):

@@ -10,6 +10,12 @@ from harness.report.compare import ComparisonResult
 
 # Characters that GitHub-flavoured Markdown would read as markup, HTML or a table cell boundary.
 _MARKUP = re.compile(r"([\\`*_\[\]<>|&~])")
+_CODE = re.compile(r"(`[^`\n]+`)")
+
+
+def escape_prose(text: str) -> str:
+    """``escape`` outside `code spans`: a note's own code stays code, text it quotes (a skip reason) stays text."""
+    return "".join(part if i % 2 else escape(part) for i, part in enumerate(_CODE.split(text)))  # odd: the spans
 
 
 def escape(text: str) -> str:
@@ -28,7 +34,7 @@ def render_markdown(result: ComparisonResult, history_runs: int, doc_href: str =
         return _ab(result, doc_href)
     lines = [f"## Benchmark report (stored baseline): {fmt.headline(result)}", ""]
     lines += [f"> **Warning:** {escape(w)}" for w in result.warnings]
-    lines += [f"> **Note:** {n}" for n in result.notes]  # the report's own sentences: their `code` stays code
+    lines += [f"> **Note:** {escape_prose(n)}" for n in result.notes]
     if result.warnings or result.notes:
         lines.append("")
     lines += _summary(result, history_runs) + [""] + _runs(result)
@@ -76,7 +82,7 @@ def _ab(result: ComparisonResult, doc_href: str) -> str:
     lines = [f"## Benchmark report (A/B): {fmt.headline(result)}", "",
              " · ".join(f"**{label}** = {escape(text)}" for label, text in fmt.sides(result)), ""]
     lines += [f"> **Warning:** {escape(w)}" for w in result.warnings]
-    lines += [f"> **Note:** {n}" for n in result.notes]
+    lines += [f"> **Note:** {escape_prose(n)}" for n in result.notes]
     if result.warnings or result.notes:
         lines.append("")
     head, rows, numeric = fmt.ab_table(result)
