@@ -199,7 +199,7 @@ def test_a_b_run_flags_the_twice_slower_working_tree_and_lists_new_and_missing(r
     assert "1 benchmark(s) skipped: not on this machine" in out
     assert "2 benchmark(s) skipped: a limit or peer: the same code on both sides" in out
     assert "test_skipped" not in verdicts(doc) and "not on this machine" not in (root / "out" / "logs" / "A1.log").read_text()
-    assert "1 benchmark(s) not timed: not on this machine" in doc["notes"]
+    assert "1 benchmark(s) not timed: not on this machine" in doc["notes"] and "NOTE: 1 benchmark(s) not timed" not in out
     markdown = (root / "out" / "report.md").read_text()
     assert "2 benchmark(s) not timed: a limit or peer" in markdown
     assert f"**A** = HEAD ({head[:12]})" in markdown and "docs/benchmark-gate.md" in markdown

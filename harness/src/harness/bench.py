@@ -318,8 +318,8 @@ def _stored(args: argparse.Namespace, store: RunStore, pytest_args: list[str]) -
     report, written = write_report(current, baseline, drift_window(history, baseline), out=args.out,
                                    threshold=threshold_of(args), min_effect=args.min_effect,
                                    saved_baseline=str(saved) if saved else None, warnings=skipped,
-                                   notes=not_timed(result.skipped))
-    status = finish(report, written, no_fail=args.no_fail)
+                                   notes=(said := not_timed(result.skipped)))
+    status = finish(report, written, no_fail=args.no_fail, printed=said)
     if saved is not None:
         print(f"baseline: {'replaced' if baseline is not None else 'saved'} {saved} with this run ({run_file})")
     return status
@@ -395,8 +395,8 @@ def _ab_locked(args: argparse.Namespace, store: RunStore, pytest_args: list[str]
     baseline, current = (parse_run(doc, str(path)) for path, doc in zip(files, result.documents))
     warnings = [f"failed on A (the ref) only: {name}" for name in result.failed[0] if name not in result.failed[1]]
     report, written = write_report(current, baseline, [], out=out, min_effect=args.min_effect, alpha=settings.alpha,
-                                   warnings=warnings, broken=sorted(result.failed[1]), notes=not_timed(result.skipped))
-    status = finish(report, written, no_fail=args.no_fail)
+                                   warnings=warnings, broken=sorted(result.failed[1]), notes=(said := not_timed(result.skipped)))
+    status = finish(report, written, no_fail=args.no_fail, printed=said)
     if result.failed[1]:
         return _failures(result.failed[1], "the report above covers the benchmarks that ran")
     return status

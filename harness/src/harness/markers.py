@@ -104,7 +104,7 @@ def restriction_reason(node: _Marked, backend: str) -> str | None:
     """
     for m in node.iter_markers("backends"):  # every level's restriction applies
         if not _covers(allowed := _names(node, m), backend):
-            return (f"test restricted to backends {', '.join(sorted(allowed))} by @pytest.mark.backends"
+            return (f"{backend} excluded: test restricted to backends {', '.join(sorted(allowed))} by @pytest.mark.backends"
                     f"{_not_installed(allowed)}")
     for m in node.iter_markers("skip_backends"):
         if _covers(_names(node, m), backend):

@@ -235,7 +235,7 @@ class _Run:
             if not worth_more_pairs(values, most * self.settings.process_pairs, min_effect=self.settings.min_effect,
                                     level=self.level, confidence=self.settings.confidence):
                 self.progress(f"  {short_name(nodeid)}: its pairs scatter too much for {most * self.settings.process_pairs}"
-                              f" to settle it: not timed further")
+                              f" process pairs to settle it: not timed further")
                 return looks, decision
             low, high = decision.interval
             self.progress(f"  {short_name(nodeid)}  {decision.change:+.1%} [{low:+.1%}, {high:+.1%}] on "

@@ -190,9 +190,10 @@ def _origin(root: Path) -> str | None:
     return done.stdout.strip() or None
 
 
-def finish(result: ComparisonResult, written: Sequence[Path], *, no_fail: bool) -> int:
-    """Print the terminal summary and the report paths; return 1 when an entry fails the run (unless ``no_fail``)."""
-    print(render_text(result))
+def finish(result: ComparisonResult, written: Sequence[Path], *, no_fail: bool, printed: Sequence[str] = ()) -> int:
+    """Print the terminal summary (without the notes in ``printed``: the run said them already) and the report paths;
+    return 1 when an entry fails the run (unless ``no_fail``)."""
+    print(render_text(replace(result, notes=tuple(n for n in result.notes if n not in printed))))
     print("reports: " + ", ".join(str(path) for path in written))
     return 1 if result.failed and not no_fail else 0
 
