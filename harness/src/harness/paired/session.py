@@ -16,7 +16,7 @@ from harness.paired.engine import Budget, Calls, RoundFailed, Rounds, Side, cali
 from harness.paired.process import ANSWER_SECONDS, WorkerError, WorkerProcess, close_all
 
 __all__ = ["FAILED", "PASSED", "SKIPPED", "Collected", "Finished", "Outcome", "WorkerSpec", "collected", "finish", "finish_all",
-           "not_timed", "open_workers", "release_all", "run_same", "skip_reasons", "start", "start_all",
+           "not_timed", "one_line", "open_workers", "release_all", "run_same", "skip_reasons", "start", "start_all",
            "time_alone_or_beside"]
 
 PASSED, SKIPPED, FAILED = "passed", "skipped", "failed"
