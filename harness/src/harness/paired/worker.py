@@ -233,7 +233,7 @@ def _queued_of(paths: list[str] | dict[str, float]) -> dict[str, float]:
 
 
 _CLOCK = RunClock()
-_NO_RESULT = object()  # a round of several calls keeps no result
+_NO_RESULT = object()  # what a round that keeps no result returns (several calls, or benchmark(fn))
 
 
 class _Stats:
